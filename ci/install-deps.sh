@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything framegate needs on Debian 12. Idempotent: a second run installs nothing.
+# Usage: ci/install-deps.sh [--with-extras]   (extras: slurm, munge, chromium, xmllint, clang)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libtorch-dev libopenblas0-openmp
+  libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libbenchmark-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpng-dev
+  python3 python3-numpy python3-pytest python3-torch python3-skimage
+)
+if [[ "${1:-}" == "--with-extras" ]]; then
+  packages+=(slurm-wlm munge chromium libxml2-utils clang libclang-rt-14-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

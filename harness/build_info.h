@@ -1,0 +1,35 @@
+// Facts about this build and host that every result records: versions, the BLAS library
+// LibTorch actually loaded, the thread count, and the CPU's ISA features that matter for
+// low-precision kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace framegate {
+
+struct CpuInfo {
+  std::string model;           // "/proc/cpuinfo model name"
+  int logical_cores = 0;       // cores this process may run on (affinity)
+  std::vector<std::string> features;  // of interest: avx2, avx512f, avx512_bf16, amx_bf16, f16c
+};
+
+struct BuildInfo {
+  std::string framegate_version;
+  std::string git_sha;
+  std::string compiler;
+  std::string libtorch_version;
+  bool libtorch_has_cuda = false;
+  std::string blas;            // resolved path of the BLAS library mapped into the process
+  int threads = 0;             // LibTorch intra-op threads
+};
+
+// Sets LibTorch's intra-op thread count (and OpenMP's, which OpenBLAS-openmp follows).
+// requested <= 0 means every core this process may use. Returns the count now in effect.
+int ConfigureThreads(int requested);
+
+CpuInfo DetectCpu();
+// Runs a small matmul first so that the BLAS library is loaded, then reports it.
+BuildInfo CollectBuildInfo();
+
+}  // namespace framegate

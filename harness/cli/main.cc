@@ -1,0 +1,47 @@
+// framegate: runs a video diffusion pipeline across devices x dtype policies and checks
+// every output against FP32 golden frames. `framegate --help` lists the subcommands.
+#include <iostream>
+#include <vector>
+
+#include "harness/cli/commands.h"
+
+namespace framegate {
+
+int ReportError(const Status& status) {
+  std::cerr << "framegate: error: " << status.message() << "\n";
+  return kExitHarnessError;
+}
+
+void AddThreadsOption(CLI::App* app, int* threads) {
+  app->add_option("--threads", *threads,
+                  "LibTorch CPU threads (default 0: every core this process may use)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+}  // namespace framegate
+
+int main(int argc, char** argv) {
+  using namespace framegate;
+  CLI::App app{"framegate: proves a video diffusion pipeline still produces the right frames "
+               "when the device or the precision changes."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(FRAMEGATE_VERSION_STRING));
+  std::vector<Command> commands = {AddGenerateCommand(app), AddInfoCommand(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "framegate: error: " << e.what() << "\n"
+              << "Run 'framegate --help' (or 'framegate COMMAND --help') for usage.\n";
+    return kExitHarnessError;
+  }
+  for (const Command& command : commands) {
+    if (command.app->parsed()) return command.run();
+  }
+  return kExitHarnessError;
+}

@@ -1,0 +1,359 @@
+#include "harness/frame_metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+namespace framegate {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// SSIM window: scipy.ndimage.gaussian_filter with sigma 1.5, truncate 3.5 (what skimage
+// passes) has radius int(3.5 * 1.5 + 0.5) = 5, i.e. 11 taps.
+constexpr double kSigma = 1.5;
+constexpr int kRadius = 5;
+constexpr int kTaps = 2 * kRadius + 1;
+constexpr double kC1 = 0.01 * 0.01;  // (K1 * data_range)^2
+constexpr double kC2 = 0.03 * 0.03;  // (K2 * data_range)^2
+
+// Inner loops work on blocks of kBlock values held in local arrays, so that GCC
+// vectorizes them even at -O2 (whose cost model accepts only loops without a scalar
+// epilogue or alias checks). Row buffers are padded to a multiple of kBlock.
+constexpr int64_t kBlock = 8;
+
+// The filtered maps SSIM needs, in this order in every buffer below. SSIM reads the
+// variances only as vx + vy, so x*x + y*y is one map.
+enum Map { kX = 0, kY, kSquares, kXY, kNumMaps };
+
+int64_t RoundUpToBlock(int64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+
+// scipy.ndimage._gaussian_kernel1d: exp(-x^2 / (2 sigma^2)) normalized to sum 1, x in
+// [-radius, radius]. Exactly symmetric, which Filter11 relies on.
+std::array<double, kTaps> GaussianTaps() {
+  std::array<double, kTaps> taps{};
+  double sum = 0.0;
+  for (int k = 0; k < kTaps; ++k) {
+    const double x = k - kRadius;
+    taps[k] = std::exp(-0.5 / (kSigma * kSigma) * x * x);
+    sum += taps[k];
+  }
+  for (double& t : taps) t /= sum;
+  return taps;
+}
+
+// sum_k taps[k] * p[k * stride], k = 0 .. 10, symmetric taps folded (6 products).
+inline double Filter11(const std::array<double, kTaps>& t, const double* p, int64_t stride) {
+  return t[5] * p[5 * stride] + t[0] * (p[0] + p[10 * stride]) +
+         t[1] * (p[stride] + p[9 * stride]) + t[2] * (p[2 * stride] + p[8 * stride]) +
+         t[3] * (p[3 * stride] + p[7 * stride]) + t[4] * (p[4 * stride] + p[6 * stride]);
+}
+
+// Result of a ratio whose denominator may be 0 (see the header's zero-denominator rule).
+double SafeRatio(double num, double den) {
+  if (den == 0.0) return num == 0.0 ? 0.0 : (std::isnan(num) ? kNaN : kInf);
+  return num / den;
+}
+
+// SSIM of one frame pair, reusing its buffers across frames (one per thread).
+//
+// The Gaussian filter is separable and the mean is taken over the valid region only
+// (rows and columns [5, n - 5)), whose filter windows never reach past the border: so
+// scipy's mode='reflect' never matters and the filter is computed on the valid region
+// alone. A frame row is flat: width * channels values, channels interleaved, so a
+// horizontal tap is a shift by `channels`. Per input row: the product rows (x, y,
+// x*x + y*y, x*y), then the horizontal filter into a ring of kTaps rows; once the ring
+// is full, the vertical filter gives one valid row of the local means, then SSIM.
+// Each ring row is stored twice, at slots s and s + kTaps, so that the kTaps rows of a
+// vertical window always lie at one fixed stride (no table of pointers to spill).
+class SsimEngine {
+ public:
+  double Compute(const FrameView& ref, const FrameView& cand);
+
+ private:
+  void Resize(const FrameView& frame);
+  void LoadProducts(const float* x, const float* y);
+  void FilterRow(int64_t row);
+  double SsimRowSum(int64_t first_row) const;
+
+  const std::array<double, kTaps> taps_ = GaussianTaps();
+  int64_t channels_ = 0;
+  int64_t row_len_ = 0;     // width * channels
+  int64_t out_len_ = 0;     // (width - 2 * kRadius) * channels: the valid part of a row
+  int64_t out_padded_ = 0;  // out_len_ rounded up to kBlock
+  int64_t in_padded_ = 0;   // >= out_padded_ + 2 * kRadius * channels; a block multiple
+  std::vector<double> products_;  // [kNumMaps, in_padded_], zero past row_len_
+  std::vector<double> ring_;      // [2 * kTaps, kNumMaps, out_padded_]
+};
+
+void SsimEngine::Resize(const FrameView& frame) {
+  const int64_t row_len = frame.width * frame.channels;
+  if (row_len == row_len_ && frame.channels == channels_) return;
+  channels_ = frame.channels;
+  row_len_ = row_len;
+  out_len_ = (frame.width - 2 * kRadius) * frame.channels;
+  out_padded_ = RoundUpToBlock(out_len_);
+  in_padded_ = std::max(out_padded_ + 2 * kRadius * channels_, RoundUpToBlock(row_len_));
+  products_.assign(kNumMaps * in_padded_, 0.0);
+  ring_.assign(2 * kTaps * kNumMaps * out_padded_, 0.0);
+}
+
+// products_ <- the kNumMaps product rows of one row pair (row_len_ floats each).
+void SsimEngine::LoadProducts(const float* x, const float* y) {
+  double* px = &products_[kX * in_padded_];
+  double* py = &products_[kY * in_padded_];
+  double* psq = &products_[kSquares * in_padded_];
+  double* pxy = &products_[kXY * in_padded_];
+  for (int64_t i = 0; i < row_len_; i += kBlock) {
+    const int64_t n = std::min<int64_t>(kBlock, row_len_ - i);
+    double a[kBlock] = {}, b[kBlock] = {};
+    if (n == kBlock) {
+      for (int l = 0; l < kBlock; ++l) a[l] = x[i + l];
+      for (int l = 0; l < kBlock; ++l) b[l] = y[i + l];
+    } else {
+      for (int l = 0; l < n; ++l) a[l] = x[i + l];
+      for (int l = 0; l < n; ++l) b[l] = y[i + l];
+    }
+    // The rows are padded to a block multiple past row_len_: zeros go there.
+    for (int l = 0; l < kBlock; ++l) px[i + l] = a[l];
+    for (int l = 0; l < kBlock; ++l) py[i + l] = b[l];
+    for (int l = 0; l < kBlock; ++l) psq[i + l] = a[l] * a[l] + b[l] * b[l];
+    for (int l = 0; l < kBlock; ++l) pxy[i + l] = a[l] * b[l];
+  }
+}
+
+// Ring row `row` (both copies) <- sum_k taps[k] * products_[m][j + k * channels], for
+// every map m and j < out_padded_.
+void SsimEngine::FilterRow(int64_t row) {
+  const int64_t row_stride = kNumMaps * out_padded_;
+  double* out = &ring_[(row % kTaps) * row_stride];
+  double* copy = out + kTaps * row_stride;
+  for (int m = 0; m < kNumMaps; ++m) {
+    const double* in = &products_[m * in_padded_];
+    const int64_t o = m * out_padded_;
+    for (int64_t j = 0; j < out_padded_; j += kBlock) {
+      double acc[kBlock];  // local: no aliasing with `in` for the vectorizer to check
+      for (int l = 0; l < kBlock; ++l) acc[l] = Filter11(taps_, in + j + l, channels_);
+      for (int l = 0; l < kBlock; ++l) out[o + j + l] = acc[l];
+      for (int l = 0; l < kBlock; ++l) copy[o + j + l] = acc[l];
+    }
+  }
+}
+
+// The vertical filter over ring rows first_row .. first_row + 10 gives the local means
+// of one valid row; returns the sum of that row's SSIM map over its out_len_ values.
+double SsimEngine::SsimRowSum(int64_t first_row) const {
+  const int64_t row_stride = kNumMaps * out_padded_;
+  const double* window = &ring_[(first_row % kTaps) * row_stride];
+  double lane_sums[kBlock] = {};
+  for (int64_t j = 0; j < out_padded_; j += kBlock) {
+    double s[kBlock];
+    for (int l = 0; l < kBlock; ++l) {
+      auto vertical = [&](Map m) {
+        return Filter11(taps_, window + m * out_padded_ + j + l, row_stride);
+      };
+      // skimage's formula, with vx + vy = E[x^2 + y^2] - ux^2 - uy^2.
+      const double ux = vertical(kX), uy = vertical(kY);
+      const double vx_plus_vy = vertical(kSquares) - ux * ux - uy * uy;
+      const double vxy = vertical(kXY) - ux * uy;
+      const double a1 = 2.0 * ux * uy + kC1;
+      const double a2 = 2.0 * vxy + kC2;
+      const double b1 = ux * ux + uy * uy + kC1;
+      const double b2 = vx_plus_vy + kC2;
+      s[l] = (a1 * a2) / (b1 * b2);
+    }
+    const int64_t valid = std::min<int64_t>(kBlock, out_len_ - j);
+    if (valid == kBlock) {
+      for (int l = 0; l < kBlock; ++l) lane_sums[l] += s[l];
+    } else {
+      for (int l = 0; l < valid; ++l) lane_sums[l] += s[l];
+    }
+  }
+  double sum = 0.0;
+  for (double v : lane_sums) sum += v;
+  return sum;
+}
+
+double SsimEngine::Compute(const FrameView& ref, const FrameView& cand) {
+  assert(ref.height == cand.height && ref.width == cand.width &&
+         ref.channels == cand.channels);
+  if (ref.height < kTaps || ref.width < kTaps || ref.channels < 1) return kNaN;
+  Resize(ref);
+  double sum = 0.0;
+  for (int64_t row = 0; row < ref.height; ++row) {
+    LoadProducts(ref.data + row * row_len_, cand.data + row * row_len_);
+    FilterRow(row);
+    if (row >= kTaps - 1) sum += SsimRowSum(row - (kTaps - 1));
+  }
+  const int64_t valid_rows = ref.height - 2 * kRadius;
+  return sum / static_cast<double>(valid_rows * out_len_);
+}
+
+// Sums over one frame pair that the video-level metrics are made of.
+struct FrameSums {
+  double sq_err = 0.0;       // sum (cand - ref)^2
+  double sq_ref = 0.0;       // sum ref^2
+  double max_abs = 0.0;      // max |cand - ref|, NaN if any difference is NaN
+  double sq_temporal = 0.0;  // sum ((c[t+1] - c[t]) - (r[t+1] - r[t]))^2, frame t
+  double sq_ref_delta = 0.0; // sum (r[t+1] - r[t])^2, frame t
+};
+
+FrameSums ErrorSums(const float* r, const float* c, int64_t n) {
+  FrameSums s;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(c[i]) - r[i];
+    s.sq_err += d * d;
+    s.sq_ref += static_cast<double>(r[i]) * r[i];
+    const double a = std::fabs(d);
+    if (a > s.max_abs) s.max_abs = a;
+    nan |= std::isnan(d);
+  }
+  if (nan) s.max_abs = kNaN;
+  return s;
+}
+
+// Adds the temporal sums between frame t (r0, c0) and frame t + 1 (r1, c1) to `s`.
+void AddTemporalSums(const float* r0, const float* c0, const float* r1, const float* c1,
+                     int64_t n, FrameSums* s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double dr = static_cast<double>(r1[i]) - r0[i];
+    const double dc = static_cast<double>(c1[i]) - c0[i];
+    s->sq_temporal += (dc - dr) * (dc - dr);
+    s->sq_ref_delta += dr * dr;
+  }
+}
+
+double PsnrFromSqErr(double sq_err, int64_t n) {
+  if (n == 0 || sq_err == 0.0) return kInf;
+  return 10.0 * std::log10(1.0 / (sq_err / static_cast<double>(n)));
+}
+
+// Minimum that propagates NaN (std::min would drop it depending on the order).
+double NanMin(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return kNaN;
+  return std::min(a, b);
+}
+
+}  // namespace
+
+FrameView VideoView::Frame(int64_t t) const {
+  assert(t >= 0 && t < frames);
+  return FrameView{data + t * height * width * channels, height, width, channels};
+}
+
+std::string VideoView::ShapeString() const {
+  std::ostringstream os;
+  os << "[" << frames << ", " << height << ", " << width << ", " << channels << "]";
+  return os.str();
+}
+
+Status CheckSameShape(const VideoView& ref, const VideoView& cand) {
+  for (const VideoView* v : {&ref, &cand}) {
+    const char* name = v == &ref ? "reference" : "candidate";
+    if (v->frames < 0 || v->height < 0 || v->width < 0 || v->channels < 0) {
+      return Status::InvalidInput(std::string(name) + " has a negative dimension: " +
+                                  v->ShapeString());
+    }
+    if (v->data == nullptr && v->NumElements() > 0) {
+      return Status::InvalidInput(std::string(name) + " " + v->ShapeString() +
+                                  " has no data");
+    }
+  }
+  if (ref.frames != cand.frames || ref.height != cand.height || ref.width != cand.width ||
+      ref.channels != cand.channels) {
+    return Status::InvalidInput("shape mismatch: reference " + ref.ShapeString() +
+                                " vs candidate " + cand.ShapeString());
+  }
+  return Status::Ok();
+}
+
+double FramePsnr(const FrameView& ref, const FrameView& cand) {
+  assert(ref.height == cand.height && ref.width == cand.width &&
+         ref.channels == cand.channels);
+  const int64_t n = ref.height * ref.width * ref.channels;
+  return PsnrFromSqErr(ErrorSums(ref.data, cand.data, n).sq_err, n);
+}
+
+double FrameSsim(const FrameView& ref, const FrameView& cand) {
+  SsimEngine engine;
+  return engine.Compute(ref, cand);
+}
+
+VideoMetrics ComputeVideoMetrics(const VideoView& ref, const VideoView& cand,
+                                 const FrameMetricsOptions& options) {
+  assert(CheckSameShape(ref, cand).ok());
+  const int64_t num_frames = ref.frames;
+  const int64_t frame_len = ref.height * ref.width * ref.channels;
+  VideoMetrics out;
+  out.frames.resize(num_frames);
+  std::vector<FrameSums> sums(num_frames);
+
+  // Frame t: its scores, its error sums and the temporal sums of the pair (t, t + 1).
+  auto run_frames = [&](int64_t first, int64_t step) {
+    SsimEngine engine;
+    for (int64_t t = first; t < num_frames; t += step) {
+      const FrameView r = ref.Frame(t), c = cand.Frame(t);
+      sums[t] = ErrorSums(r.data, c.data, frame_len);
+      if (t + 1 < num_frames) {
+        AddTemporalSums(r.data, c.data, ref.Frame(t + 1).data, cand.Frame(t + 1).data,
+                        frame_len, &sums[t]);
+      }
+      out.frames[t].psnr = PsnrFromSqErr(sums[t].sq_err, frame_len);
+      out.frames[t].ssim = engine.Compute(r, c);
+    }
+  };
+  const int64_t num_threads =
+      std::max<int64_t>(1, std::min<int64_t>(options.num_threads, num_frames));
+  std::vector<std::thread> workers;
+  for (int64_t i = 1; i < num_threads; ++i) workers.emplace_back(run_frames, i, num_threads);
+  run_frames(0, num_threads);
+  for (std::thread& w : workers) w.join();
+
+  // Reduce in frame order, so the result does not depend on num_threads.
+  if (num_frames == 0) return out;
+  FrameSums total;
+  bool nan = false;
+  out.min_psnr = kInf;
+  out.min_ssim = kInf;
+  double ssim_sum = 0.0;
+  for (int64_t t = 0; t < num_frames; ++t) {
+    total.sq_err += sums[t].sq_err;
+    total.sq_ref += sums[t].sq_ref;
+    total.sq_temporal += sums[t].sq_temporal;
+    total.sq_ref_delta += sums[t].sq_ref_delta;
+    nan |= std::isnan(sums[t].max_abs);
+    total.max_abs = std::max(total.max_abs, sums[t].max_abs);
+    out.min_psnr = NanMin(out.min_psnr, out.frames[t].psnr);
+    out.min_ssim = NanMin(out.min_ssim, out.frames[t].ssim);
+    ssim_sum += out.frames[t].ssim;
+  }
+  out.mean_ssim = ssim_sum / static_cast<double>(num_frames);
+  out.max_abs = nan ? kNaN : total.max_abs;
+  out.rel_l2 = SafeRatio(std::sqrt(total.sq_err), std::sqrt(total.sq_ref));
+  out.temporal_rel_l2 =
+      SafeRatio(std::sqrt(total.sq_temporal), std::sqrt(total.sq_ref_delta));
+  return out;
+}
+
+double CosineSimilarity(const float* a, const float* b, int64_t n) {
+  double dot = 0.0, na = 0.0, nb = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = a[i], y = b[i];
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  if (std::isnan(dot) || std::isnan(na) || std::isnan(nb)) return kNaN;
+  if (na == 0.0 && nb == 0.0) return 1.0;
+  if (na == 0.0 || nb == 0.0) return 0.0;
+  const double cos = dot / (std::sqrt(na) * std::sqrt(nb));
+  return std::max(-1.0, std::min(1.0, cos));
+}
+
+}  // namespace framegate

@@ -1,0 +1,33 @@
+// NumPy .npy files (format 1.0/2.0/3.0), the interchange format of framegate's frames:
+// float32 [T, H, W, 3] in [0, 1] (or uint8 [T, H, W, 3]). Only little-endian float32,
+// float64 and uint8 in C order are read; anything else is a Status naming the problem.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/status.h"
+
+namespace framegate {
+
+enum class NpyDtype { kFloat32, kFloat64, kUint8 };
+
+struct NpyArray {
+  NpyDtype dtype = NpyDtype::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;  // raw little-endian C-order data
+
+  int64_t NumElements() const;
+  // Values as float32 (float64 narrowed; uint8 scaled to [0, 1] when scale_uint8).
+  std::vector<float> ToFloat32(bool scale_uint8 = true) const;
+};
+
+// Parses .npy bytes; `name` is used in error messages ("<name>: header: ...").
+StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t size);
+StatusOr<NpyArray> ReadNpy(const std::string& path);
+// Writes a float32 array (version 1.0 header). Returns IoError naming the path on failure.
+Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,
+                       const float* values);
+
+}  // namespace framegate

@@ -1,0 +1,1 @@
+// Anchors the precompiled LibTorch headers shared by every framegate target.

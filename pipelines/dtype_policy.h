@@ -1,0 +1,47 @@
+// A dtype policy: not one dtype but how weights are stored, what the modules compute in,
+// which modules stay FP32 ("islands") and the accumulation flags. Presets and their TOML
+// form live in pipelines/policies.toml (see dtype_policy.cc).
+#pragma once
+
+#include <set>
+#include <string>
+
+#include <c10/core/ScalarType.h>
+
+namespace framegate {
+
+// What a module is, for FP32 islands and for reports.
+enum class ModuleKind { kNorm, kSoftmax, kTimeEmbed, kDecoder, kAttentionLogits, kOther };
+const char* ModuleKindName(ModuleKind kind);
+
+// How weights are held in memory. kFp8* are 8-bit codes (uint8) decoded at use.
+enum class WeightStorage { kFloat32, kBFloat16, kFloat16, kFp8E4M3, kFp8E5M2 };
+const char* WeightStorageName(WeightStorage storage);
+int64_t WeightStorageBytes(WeightStorage storage);  // bytes per element
+
+struct DtypePolicy {
+  std::string name = "fp32";
+  WeightStorage storage = WeightStorage::kFloat32;
+  c10::ScalarType compute = c10::kFloat;  // activations and non-island modules
+  std::set<ModuleKind> fp32_islands;      // modules computed (and stored) in FP32
+  // FP32 compute with every module output rounded through FP16, so that FP16 overflow
+  // (Inf) and underflow show on a CPU that has no FP16 kernels.
+  bool emulate_fp16 = false;
+  bool allow_tf32 = false;                        // CUDA only; recorded elsewhere
+  bool fp16_reduced_precision_reduction = false;  // CUDA only; recorded elsewhere
+
+  bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }
+  // The dtype module `kind` computes in under this policy.
+  c10::ScalarType ComputeDtypeFor(ModuleKind kind) const {
+    return IsIsland(kind) ? c10::kFloat : compute;
+  }
+};
+
+// The plain FP32 policy (the golden reference).
+DtypePolicy Fp32Policy();
+// The policy the decoder runs under: FP32 when the policy keeps the decoder as an FP32
+// island, else the policy itself. Decoder weights are those named "decoder.*".
+DtypePolicy DecoderPolicyOf(const DtypePolicy& policy);
+bool IsDecoderWeight(const std::string& name);
+
+}  // namespace framegate

@@ -1,0 +1,92 @@
+#include "pipelines/layers.h"
+
+#include <cmath>
+
+#include <ATen/Functions.h>
+
+namespace framegate {
+
+at::Tensor ForwardContext::Weight(const std::string& name) const {
+  return weights_.Get(name).stored;
+}
+
+at::Tensor ForwardContext::Enter(ModuleKind kind, const at::Tensor& x) const {
+  return policy_.IsIsland(kind) ? x.to(at::kFloat) : x;
+}
+
+at::Tensor ForwardContext::Output(const std::string& module, ModuleKind kind, at::Tensor y) const {
+  if (policy_.IsIsland(kind) && y.scalar_type() != policy_.compute) y = y.to(policy_.compute);
+  if (policy_.emulate_fp16 && y.scalar_type() == at::kFloat) y = y.to(at::kHalf).to(at::kFloat);
+  if (observer_) observer_(ModuleOutput{module, kind, step_, y});
+  return y;
+}
+
+at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
+                  const at::Tensor& x) {
+  at::Tensor y = at::linear(ctx.Enter(kind, x), ctx.Weight(name + ".weight"),
+                            ctx.Weight(name + ".bias"));
+  return ctx.Output(name, kind, y);
+}
+
+at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
+                  const at::Tensor& x, at::IntArrayRef stride) {
+  const at::Tensor w = ctx.Weight(name + ".weight");  // [Cout, Cin, kt, kh, kw]
+  const bool strided = stride[0] > 1 || stride[1] > 1 || stride[2] > 1;
+  const std::vector<int64_t> padding = strided ? std::vector<int64_t>{0, 0, 0}
+                                               : std::vector<int64_t>{w.size(2) / 2, w.size(3) / 2,
+                                                                      w.size(4) / 2};
+  at::Tensor y = at::conv3d(ctx.Enter(kind, x), w, ctx.Weight(name + ".bias"), stride, padding);
+  return ctx.Output(name, kind, y);
+}
+
+at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
+                  const at::Tensor& x) {
+  const at::Tensor w = ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
+  at::Tensor y = at::conv2d(ctx.Enter(kind, x), w, ctx.Weight(name + ".bias"), {1, 1},
+                            {w.size(2) / 2, w.size(3) / 2});
+  return ctx.Output(name, kind, y);
+}
+
+at::Tensor GroupNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
+                     int64_t groups) {
+  at::Tensor y = at::group_norm(ctx.Enter(ModuleKind::kNorm, x), groups,
+                                ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
+  return ctx.Output(name, ModuleKind::kNorm, y);
+}
+
+at::Tensor LayerNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x) {
+  at::Tensor y = at::layer_norm(ctx.Enter(ModuleKind::kNorm, x), {x.size(-1)},
+                                ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
+  return ctx.Output(name, ModuleKind::kNorm, y);
+}
+
+at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
+                     const at::Tensor& context, int64_t heads) {
+  const int64_t n = x.size(0), s = x.size(1), hidden = x.size(2), l = context.size(1);
+  const int64_t head_dim = hidden / heads;
+  auto split_heads = [&](const at::Tensor& t, int64_t len) {  // [N, len, H] -> [N, heads, len, d]
+    return t.reshape({n, len, heads, head_dim}).permute({0, 2, 1, 3});
+  };
+  const at::Tensor q = split_heads(Linear(ctx, name + ".q", ModuleKind::kOther, x), s);
+  const at::Tensor k = split_heads(Linear(ctx, name + ".k", ModuleKind::kOther, context), l);
+  const at::Tensor v = split_heads(Linear(ctx, name + ".v", ModuleKind::kOther, context), l);
+  // logits [N, heads, S, L]
+  at::Tensor logits = at::matmul(q, k.transpose(-2, -1)).mul_(1.0 / std::sqrt(double(head_dim)));
+  logits = ctx.Output(name + ".logits", ModuleKind::kAttentionLogits, logits);
+  at::Tensor probs = at::softmax(ctx.Enter(ModuleKind::kSoftmax, logits), -1);
+  probs = ctx.Output(name + ".softmax", ModuleKind::kSoftmax, probs);
+  at::Tensor out = at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({n, s, hidden});
+  return Linear(ctx, name + ".out", ModuleKind::kOther, out);
+}
+
+at::Tensor SinusoidalEmbedding(const at::Tensor& positions, int64_t dim) {
+  const int64_t half = dim / 2;
+  // freqs [half] = exp(-ln(10000) * i / half)
+  at::Tensor freqs = at::exp(at::arange(half, at::TensorOptions().dtype(at::kFloat))
+                                 .mul(-std::log(10000.0) / double(half)))
+                         .to(positions.device());
+  at::Tensor args = positions.to(at::kFloat).unsqueeze(1) * freqs.unsqueeze(0);  // [N, half]
+  return at::cat({at::cos(args), at::sin(args)}, 1);                             // [N, dim]
+}
+
+}  // namespace framegate

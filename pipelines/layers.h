@@ -1,0 +1,74 @@
+// The reference model's layers as short functions over a ForwardContext. Every named
+// module reports its output through ForwardContext::Output, which is where FP32 islands
+// end, FP16 emulation rounds, and observers (probes, NaN localisation) watch.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "pipelines/dtype_policy.h"
+#include "pipelines/weight_store.h"
+
+namespace framegate {
+
+// What an observer sees after each named module: step is the sampler step (0-based), or
+// -1 for the decoder.
+struct ModuleOutput {
+  const std::string& module;
+  ModuleKind kind;
+  int step;
+  const at::Tensor& value;
+};
+using ModuleObserver = std::function<void(const ModuleOutput&)>;
+
+class ForwardContext {
+ public:
+  ForwardContext(const WeightStore& weights, const DtypePolicy& policy)
+      : weights_(weights), policy_(policy) {}
+
+  // The weight as the module uses it: the stored tensor (FP8 codes decoded to the
+  // module's compute dtype).
+  at::Tensor Weight(const std::string& name) const;
+  // Module entry: an FP32 island casts its input to FP32; other modules take x as is.
+  at::Tensor Enter(ModuleKind kind, const at::Tensor& x) const;
+  // Module exit: an island casts back to the activation dtype; FP16 emulation rounds;
+  // the observer sees the result.
+  at::Tensor Output(const std::string& module, ModuleKind kind, at::Tensor y) const;
+
+  const DtypePolicy& policy() const { return policy_; }
+  void set_step(int step) { step_ = step; }
+  void set_observer(ModuleObserver observer) { observer_ = std::move(observer); }
+
+ private:
+  const WeightStore& weights_;
+  const DtypePolicy& policy_;
+  int step_ = 0;
+  ModuleObserver observer_;
+};
+
+// y = x W^T + b over the last dim. Weights "<name>.weight" [out, in], "<name>.bias" [out].
+at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
+                  const at::Tensor& x);
+// 3D convolution on [N, Cin, T, H, W]; weight [Cout, Cin, kt, kh, kw], "same" padding
+// for odd kernels unless stride > 1.
+at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
+                  const at::Tensor& x, at::IntArrayRef stride = {1, 1, 1});
+// 2D convolution on [N, Cin, H, W], "same" padding; weight [Cout, Cin, k, k].
+at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
+                  const at::Tensor& x);
+// GroupNorm over [N, C, ...] with affine "<name>.weight"/"<name>.bias" [C]. A norm.
+at::Tensor GroupNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
+                     int64_t groups);
+// LayerNorm over the last dim with affine [D]. A norm.
+at::Tensor LayerNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x);
+// Multi-head attention: queries from x [N, S, H], keys/values from context [N, L, Dc]
+// (context == x for self-attention). Modules "<name>.{q,k,v,out}", "<name>.logits"
+// (the scaled QK^T scores), "<name>.softmax". Returns [N, S, H].
+at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
+                     const at::Tensor& context, int64_t heads);
+// Sinusoidal embedding of positions/timesteps p [N] (float32) into [N, dim].
+at::Tensor SinusoidalEmbedding(const at::Tensor& positions, int64_t dim);
+
+}  // namespace framegate

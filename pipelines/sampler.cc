@@ -1,0 +1,115 @@
+#include "pipelines/sampler.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <ATen/Functions.h>
+
+#include "harness/device_sync.h"
+#include "pipelines/seeded_noise.h"
+
+namespace framegate {
+namespace {
+
+constexpr int kTrainSteps = 1000;
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// eps for latents x [1, C, T, h, w]: one pass, or a CFG batch [uncond; cond].
+at::Tensor GuidedNoise(VideoModel& model, const at::Tensor& x, double t, const at::Tensor& cond,
+                       double guidance) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
+  if (guidance == 1.0) return model.PredictNoise(x, at::full({1}, t, f32), cond);
+  const at::Tensor x_in = at::cat({x, x}, 0);                       // [2, C, T, h, w]
+  const at::Tensor cond_in = at::cat({at::zeros_like(cond), cond}, 0);  // [2, L, D]
+  const at::Tensor eps = model.PredictNoise(x_in, at::full({2}, t, f32), cond_in);
+  const at::Tensor eps_u = eps.narrow(0, 0, 1), eps_c = eps.narrow(0, 1, 1);
+  return eps_u + (eps_c - eps_u) * guidance;
+}
+
+}  // namespace
+
+std::vector<double> AlphasCumprod() {
+  std::vector<double> alpha_bar(kTrainSteps);
+  const double lo = std::sqrt(0.00085), hi = std::sqrt(0.012);
+  double prod = 1.0;
+  for (int i = 0; i < kTrainSteps; ++i) {
+    const double root = lo + (hi - lo) * i / (kTrainSteps - 1);
+    prod *= 1.0 - root * root;
+    alpha_bar[i] = prod;
+  }
+  return alpha_bar;
+}
+
+std::vector<int64_t> SamplerTimesteps(int steps) {
+  std::vector<int64_t> t(steps);
+  for (int i = 0; i < steps; ++i) {
+    t[i] = steps == 1 ? kTrainSteps - 1
+                      : std::llround(double(kTrainSteps - 1) * (steps - 1 - i) / (steps - 1));
+  }
+  return t;
+}
+
+GenerationInputs DrawInputs(const LatentGeometry& g, uint64_t seed) {
+  return {SeededNormal(seed, StreamOf("noise"), {1, g.channels, g.frames, g.height, g.width}),
+          SeededNormal(seed, StreamOf("cond"), {1, g.cond_tokens, g.cond_dim})};
+}
+
+at::Tensor FramesFromDecoded(const at::Tensor& decoded) {
+  // [1, 3, T, H, W] -> [T, H, W, 3]
+  return decoded.to(at::kFloat).to(at::kCPU).add(1.0).mul(0.5).clamp(0.0, 1.0)
+      .select(0, 0).permute({1, 2, 3, 0}).contiguous();
+}
+
+GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
+                          const StepObserver& on_step) {
+  const GenerationInputs inputs = DrawInputs(model.geometry(), seed);
+  const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
+  const at::Tensor cond = inputs.cond.to(opts);
+  const std::vector<double> alpha_bar = AlphasCumprod();
+  const std::vector<int64_t> timesteps = SamplerTimesteps(sampler.steps);
+  const int n = static_cast<int>(timesteps.size());
+  auto sigma = [&](int i) {  // sigma_i, with sigma_n = 0
+    if (i >= n) return 0.0;
+    const double a = alpha_bar[timesteps[i]];
+    return std::sqrt((1.0 - a) / a);
+  };
+
+  GenerationResult result;
+  at::Tensor x = inputs.noise.to(opts);  // [1, C, T, h, w]
+  if (sampler.kind == SamplerKind::kEuler) x = x * std::sqrt(sigma(0) * sigma(0) + 1.0);
+  for (int i = 0; i < n; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    model.BeginStep(i);
+    const double t = static_cast<double>(timesteps[i]);
+    if (sampler.kind == SamplerKind::kDdim) {
+      const double a = alpha_bar[timesteps[i]];
+      const double a_prev = i + 1 < n ? alpha_bar[timesteps[i + 1]] : 1.0;
+      const at::Tensor eps = GuidedNoise(model, x, t, cond, sampler.guidance);
+      const at::Tensor x0 = (x - eps * std::sqrt(1.0 - a)) / std::sqrt(a);
+      x = x0 * std::sqrt(a_prev) + eps * std::sqrt(1.0 - a_prev);
+    } else {
+      const double s = sigma(i);
+      const at::Tensor eps =
+          GuidedNoise(model, x / std::sqrt(s * s + 1.0), t, cond, sampler.guidance);
+      x = x + eps * (sigma(i + 1) - s);
+    }
+    SynchronizeDevice(model.device());
+    result.step_seconds.push_back(SecondsSince(start));
+    if (on_step) on_step(i, x);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  model.BeginStep(-1);
+  const at::Tensor decoded = model.Decode(x);
+  SynchronizeDevice(model.device());
+  result.decode_seconds = SecondsSince(start);
+  result.latents = x.to(at::kFloat).to(at::kCPU);
+  result.decoded = decoded.to(at::kFloat).to(at::kCPU).contiguous();
+  result.frames = FramesFromDecoded(result.decoded);
+  return result;
+}
+
+}  // namespace framegate

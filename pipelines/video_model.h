@@ -1,0 +1,32 @@
+// VideoModel: what the sampler needs from a latent video diffusion model, whether it is
+// framegate's reference model or a user's TorchScript package.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "pipelines/layers.h"
+#include "pipelines/pipeline_config.h"
+
+namespace framegate {
+
+class VideoModel {
+ public:
+  virtual ~VideoModel() = default;
+  virtual const LatentGeometry& geometry() const = 0;
+  virtual c10::Device device() const = 0;
+  // The dtype latents and conditioning take (the policy's compute dtype).
+  virtual c10::ScalarType latent_dtype() const = 0;
+  // Predicted noise for latents x [B, C, T, h, w] (latent_dtype) at timesteps t [B]
+  // (float32) under conditioning cond [B, L, D] (latent_dtype). Returns [B, C, T, h, w].
+  virtual at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t,
+                                  const at::Tensor& cond) = 0;
+  // Decodes latents z [B, C, T, h, w] into RGB video [B, 3, T, H, W], nominally in [-1, 1].
+  virtual at::Tensor Decode(const at::Tensor& z) = 0;
+  // The sampler step about to run (0-based; -1 for the decode), for observers.
+  virtual void BeginStep(int /*step*/) {}
+  // Watches every named module's output (no-op for models without named modules).
+  virtual void SetObserver(ModuleObserver /*observer*/) {}
+};
+
+}  // namespace framegate

@@ -1,0 +1,75 @@
+#include "pipelines/weight_store.h"
+
+#include <cassert>
+
+#include <ATen/Functions.h>
+
+#include "pipelines/seeded_noise.h"
+
+namespace framegate {
+
+void WeightStore::AddNormal(const std::string& name, ModuleKind kind,
+                            std::vector<int64_t> shape, double std, uint64_t seed) {
+  assert(index_.count(name) == 0);
+  at::Tensor master = SeededNormal(seed, StreamOf(name), shape).mul_(std);
+  index_[name] = entries_.size();
+  entries_.push_back({name, kind, master, master, WeightStorage::kFloat32});
+}
+
+void WeightStore::AddConstant(const std::string& name, ModuleKind kind,
+                              std::vector<int64_t> shape, double fill) {
+  assert(index_.count(name) == 0);
+  at::Tensor master = at::full(shape, fill, at::kFloat);
+  index_[name] = entries_.size();
+  entries_.push_back({name, kind, master, master, WeightStorage::kFloat32});
+}
+
+Status WeightStore::Place(const DtypePolicy& model_policy, c10::Device device) {
+  const DtypePolicy decoder_policy = DecoderPolicyOf(model_policy);
+  for (WeightEntry& entry : entries_) {
+    const DtypePolicy& policy = IsDecoderWeight(entry.name) ? decoder_policy : model_policy;
+    WeightStorage storage = policy.IsIsland(entry.kind) ? WeightStorage::kFloat32 : policy.storage;
+    at::Tensor t = entry.master;
+    switch (storage) {
+      case WeightStorage::kFloat32:
+        if (policy.emulate_fp16) t = t.to(at::kHalf).to(at::kFloat);
+        break;
+      case WeightStorage::kBFloat16: t = t.to(at::kBFloat16); break;
+      case WeightStorage::kFloat16: t = t.to(at::kHalf); break;
+      case WeightStorage::kFp8E4M3:
+      case WeightStorage::kFp8E5M2:
+        return Status::Unsupported("fp8 weight storage is not built yet");
+    }
+    entry.stored = t.to(device);
+    entry.storage = storage;
+  }
+  return Status::Ok();
+}
+
+const WeightEntry& WeightStore::Get(const std::string& name) const {
+  auto it = index_.find(name);
+  assert(it != index_.end() && "unknown weight");
+  return entries_[it->second];
+}
+
+WeightEntry& WeightStore::Mutable(const std::string& name) {
+  return entries_[index_.at(name)];
+}
+
+void WeightStore::OverrideStored(const std::string& name, at::Tensor stored) {
+  Mutable(name).stored = std::move(stored);
+}
+
+int64_t WeightStore::NumParameters() const {
+  int64_t n = 0;
+  for (const WeightEntry& e : entries_) n += e.master.numel();
+  return n;
+}
+
+int64_t WeightStore::StoredBytes() const {
+  int64_t n = 0;
+  for (const WeightEntry& e : entries_) n += e.stored.numel() * e.stored.element_size();
+  return n;
+}
+
+}  // namespace framegate

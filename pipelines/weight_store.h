@@ -1,0 +1,55 @@
+// WeightStore: the named weights of a reference model. Created once on the CPU in FP32
+// from a seed (so every device gets the same numbers), then placed on a device in the
+// storage form a DtypePolicy asks for. Not thread-safe; one per pipeline instance.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "harness/status.h"
+#include "pipelines/dtype_policy.h"
+
+namespace framegate {
+
+struct WeightEntry {
+  std::string name;   // "blocks.0.spatial_attn.q.weight"
+  ModuleKind kind;    // the kind of module that owns it (islands keep it in FP32)
+  at::Tensor master;  // FP32, CPU
+  at::Tensor stored;  // on the device, in the policy's storage form (after Place)
+  WeightStorage storage = WeightStorage::kFloat32;
+};
+
+class WeightStore {
+ public:
+  // Adds a weight drawn from N(0, std^2) with the stream of its name (std == 0: filled
+  // with `fill`). Names must be unique (asserted).
+  void AddNormal(const std::string& name, ModuleKind kind, std::vector<int64_t> shape,
+                 double std, uint64_t seed);
+  void AddConstant(const std::string& name, ModuleKind kind, std::vector<int64_t> shape,
+                   double fill);
+
+  // Casts every master into its stored form on `device`. Islands stay FP32 (decoder
+  // weights follow DecoderPolicyOf(policy)); with emulate_fp16 FP32 values are rounded
+  // through FP16.
+  Status Place(const DtypePolicy& policy, c10::Device device);
+
+  // The stored tensor (after Place). Asserts that `name` exists.
+  const WeightEntry& Get(const std::string& name) const;
+  const std::vector<WeightEntry>& entries() const { return entries_; }
+  // Overrides one stored tensor (fault cases: a weight left in the wrong dtype).
+  void OverrideStored(const std::string& name, at::Tensor stored);
+
+  int64_t NumParameters() const;
+  int64_t StoredBytes() const;  // bytes the stored tensors take on the device
+
+ private:
+  WeightEntry& Mutable(const std::string& name);
+  std::vector<WeightEntry> entries_;
+  std::map<std::string, size_t> index_;
+};
+
+}  // namespace framegate
