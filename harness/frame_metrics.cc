@@ -47,11 +47,25 @@ std::array<double, kTaps> GaussianTaps() {
   return taps;
 }
 
-// sum_k taps[k] * p[k * stride], k = 0 .. 10, symmetric taps folded (6 products).
-inline double Filter11(const std::array<double, kTaps>& t, const double* p, int64_t stride) {
-  return t[5] * p[5 * stride] + t[0] * (p[0] + p[10 * stride]) +
-         t[1] * (p[stride] + p[9 * stride]) + t[2] * (p[2 * stride] + p[8 * stride]) +
-         t[3] * (p[3 * stride] + p[7 * stride]) + t[4] * (p[4 * stride] + p[6 * stride]);
+// out[j] = sum_k taps[k] * src[k][j] for j < n, n a multiple of kBlock: one 11-tap
+// filter, horizontal (src[k] = row + k * channels) or vertical (src[k] = row k of the
+// window). Symmetric taps are folded: 6 products, not 11.
+void Filter11(const std::array<double, kTaps>& t, const double* const src[kTaps], int64_t n,
+              double* out) {
+  // Local copies, so that the compiler keeps the 11 pointers and 6 taps in registers.
+  const double *s0 = src[0], *s1 = src[1], *s2 = src[2], *s3 = src[3], *s4 = src[4];
+  const double *s5 = src[5], *s6 = src[6], *s7 = src[7], *s8 = src[8], *s9 = src[9];
+  const double* s10 = src[10];
+  const double t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3], t4 = t[4], t5 = t[5];
+  for (int64_t j = 0; j < n; j += kBlock) {
+    double acc[kBlock];  // local: no aliasing with src for the vectorizer to check
+    for (int l = 0; l < kBlock; ++l) {
+      const int64_t i = j + l;
+      acc[l] = t5 * s5[i] + t0 * (s0[i] + s10[i]) + t1 * (s1[i] + s9[i]) +
+               t2 * (s2[i] + s8[i]) + t3 * (s3[i] + s7[i]) + t4 * (s4[i] + s6[i]);
+    }
+    for (int l = 0; l < kBlock; ++l) out[j + l] = acc[l];
+  }
 }
 
 // Result of a ratio whose denominator may be 0 (see the header's zero-denominator rule).
@@ -69,8 +83,6 @@ double SafeRatio(double num, double den) {
 // horizontal tap is a shift by `channels`. Per input row: the product rows (x, y,
 // x*x + y*y, x*y), then the horizontal filter into a ring of kTaps rows; once the ring
 // is full, the vertical filter gives one valid row of the local means, then SSIM.
-// Each ring row is stored twice, at slots s and s + kTaps, so that the kTaps rows of a
-// vertical window always lie at one fixed stride (no table of pointers to spill).
 class SsimEngine {
  public:
   double Compute(const FrameView& ref, const FrameView& cand);
@@ -78,8 +90,8 @@ class SsimEngine {
  private:
   void Resize(const FrameView& frame);
   void LoadProducts(const float* x, const float* y);
-  void FilterRow(int64_t row);
-  double SsimRowSum(int64_t first_row) const;
+  void FilterHorizontal(int64_t row);
+  double SsimRowSum(int64_t first_row);
 
   const std::array<double, kTaps> taps_ = GaussianTaps();
   int64_t channels_ = 0;
@@ -88,7 +100,8 @@ class SsimEngine {
   int64_t out_padded_ = 0;  // out_len_ rounded up to kBlock
   int64_t in_padded_ = 0;   // >= out_padded_ + 2 * kRadius * channels; a block multiple
   std::vector<double> products_;  // [kNumMaps, in_padded_], zero past row_len_
-  std::vector<double> ring_;      // [2 * kTaps, kNumMaps, out_padded_]
+  std::vector<double> ring_;      // [kTaps, kNumMaps, out_padded_], row r at slot r % kTaps
+  std::vector<double> means_;     // [kNumMaps, out_padded_]: local means of one valid row
 };
 
 void SsimEngine::Resize(const FrameView& frame) {
@@ -100,7 +113,8 @@ void SsimEngine::Resize(const FrameView& frame) {
   out_padded_ = RoundUpToBlock(out_len_);
   in_padded_ = std::max(out_padded_ + 2 * kRadius * channels_, RoundUpToBlock(row_len_));
   products_.assign(kNumMaps * in_padded_, 0.0);
-  ring_.assign(2 * kTaps * kNumMaps * out_padded_, 0.0);
+  ring_.assign(kTaps * kNumMaps * out_padded_, 0.0);
+  means_.assign(kNumMaps * out_padded_, 0.0);
 }
 
 // products_ <- the kNumMaps product rows of one row pair (row_len_ floats each).
@@ -127,40 +141,39 @@ void SsimEngine::LoadProducts(const float* x, const float* y) {
   }
 }
 
-// Ring row `row` (both copies) <- sum_k taps[k] * products_[m][j + k * channels], for
-// every map m and j < out_padded_.
-void SsimEngine::FilterRow(int64_t row) {
-  const int64_t row_stride = kNumMaps * out_padded_;
-  double* out = &ring_[(row % kTaps) * row_stride];
-  double* copy = out + kTaps * row_stride;
+// Ring row `row` <- the horizontal filter of products_, every map.
+void SsimEngine::FilterHorizontal(int64_t row) {
+  double* out = &ring_[(row % kTaps) * kNumMaps * out_padded_];
   for (int m = 0; m < kNumMaps; ++m) {
     const double* in = &products_[m * in_padded_];
-    const int64_t o = m * out_padded_;
-    for (int64_t j = 0; j < out_padded_; j += kBlock) {
-      double acc[kBlock];  // local: no aliasing with `in` for the vectorizer to check
-      for (int l = 0; l < kBlock; ++l) acc[l] = Filter11(taps_, in + j + l, channels_);
-      for (int l = 0; l < kBlock; ++l) out[o + j + l] = acc[l];
-      for (int l = 0; l < kBlock; ++l) copy[o + j + l] = acc[l];
-    }
+    const double* src[kTaps];
+    for (int k = 0; k < kTaps; ++k) src[k] = in + k * channels_;
+    Filter11(taps_, src, out_padded_, out + m * out_padded_);
   }
 }
 
-// The vertical filter over ring rows first_row .. first_row + 10 gives the local means
-// of one valid row; returns the sum of that row's SSIM map over its out_len_ values.
-double SsimEngine::SsimRowSum(int64_t first_row) const {
-  const int64_t row_stride = kNumMaps * out_padded_;
-  const double* window = &ring_[(first_row % kTaps) * row_stride];
+// means_ <- the vertical filter of ring rows first_row .. first_row + 10; returns the sum
+// of SSIM over that valid row's out_len_ values.
+double SsimEngine::SsimRowSum(int64_t first_row) {
+  for (int m = 0; m < kNumMaps; ++m) {
+    const double* src[kTaps];
+    for (int k = 0; k < kTaps; ++k) {
+      src[k] = &ring_[(((first_row + k) % kTaps) * kNumMaps + m) * out_padded_];
+    }
+    Filter11(taps_, src, out_padded_, &means_[m * out_padded_]);
+  }
+  const double* mx = &means_[kX * out_padded_];
+  const double* my = &means_[kY * out_padded_];
+  const double* msq = &means_[kSquares * out_padded_];
+  const double* mxy = &means_[kXY * out_padded_];
   double lane_sums[kBlock] = {};
   for (int64_t j = 0; j < out_padded_; j += kBlock) {
     double s[kBlock];
     for (int l = 0; l < kBlock; ++l) {
-      auto vertical = [&](Map m) {
-        return Filter11(taps_, window + m * out_padded_ + j + l, row_stride);
-      };
       // skimage's formula, with vx + vy = E[x^2 + y^2] - ux^2 - uy^2.
-      const double ux = vertical(kX), uy = vertical(kY);
-      const double vx_plus_vy = vertical(kSquares) - ux * ux - uy * uy;
-      const double vxy = vertical(kXY) - ux * uy;
+      const double ux = mx[j + l], uy = my[j + l];
+      const double vx_plus_vy = msq[j + l] - ux * ux - uy * uy;
+      const double vxy = mxy[j + l] - ux * uy;
       const double a1 = 2.0 * ux * uy + kC1;
       const double a2 = 2.0 * vxy + kC2;
       const double b1 = ux * ux + uy * uy + kC1;
@@ -187,7 +200,7 @@ double SsimEngine::Compute(const FrameView& ref, const FrameView& cand) {
   double sum = 0.0;
   for (int64_t row = 0; row < ref.height; ++row) {
     LoadProducts(ref.data + row * row_len_, cand.data + row * row_len_);
-    FilterRow(row);
+    FilterHorizontal(row);
     if (row >= kTaps - 1) sum += SsimRowSum(row - (kTaps - 1));
   }
   const int64_t valid_rows = ref.height - 2 * kRadius;
@@ -198,35 +211,67 @@ double SsimEngine::Compute(const FrameView& ref, const FrameView& cand) {
 struct FrameSums {
   double sq_err = 0.0;       // sum (cand - ref)^2
   double sq_ref = 0.0;       // sum ref^2
-  double max_abs = 0.0;      // max |cand - ref|, NaN if any difference is NaN
+  double max_abs = 0.0;      // max |cand - ref|; NaN if any difference is NaN
   double sq_temporal = 0.0;  // sum ((c[t+1] - c[t]) - (r[t+1] - r[t]))^2, frame t
   double sq_ref_delta = 0.0; // sum (r[t+1] - r[t])^2, frame t
 };
 
-FrameSums ErrorSums(const float* r, const float* c, int64_t n) {
-  FrameSums s;
-  bool nan = false;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(c[i]) - r[i];
-    s.sq_err += d * d;
-    s.sq_ref += static_cast<double>(r[i]) * r[i];
-    const double a = std::fabs(d);
-    if (a > s.max_abs) s.max_abs = a;
-    nan |= std::isnan(d);
-  }
-  if (nan) s.max_abs = kNaN;
-  return s;
-}
+// Partial sums over kBlock lanes, so that the loop vectorizes; Reduce() adds them up.
+struct LaneSums {
+  double sq_err[kBlock] = {}, sq_ref[kBlock] = {}, max_abs[kBlock] = {};
+  double sq_temporal[kBlock] = {}, sq_ref_delta[kBlock] = {};
 
-// Adds the temporal sums between frame t (r0, c0) and frame t + 1 (r1, c1) to `s`.
-void AddTemporalSums(const float* r0, const float* c0, const float* r1, const float* c1,
-                     int64_t n, FrameSums* s) {
-  for (int64_t i = 0; i < n; ++i) {
+  FrameSums Reduce() const {
+    FrameSums s;
+    for (int l = 0; l < kBlock; ++l) {
+      s.sq_err += sq_err[l];
+      s.sq_ref += sq_ref[l];
+      s.max_abs = std::max(s.max_abs, max_abs[l]);
+      s.sq_temporal += sq_temporal[l];
+      s.sq_ref_delta += sq_ref_delta[l];
+    }
+    // A NaN difference makes sq_err NaN (a sum of squares is NaN only then); the
+    // comparisons dropped it from max_abs.
+    if (std::isnan(s.sq_err)) s.max_abs = kNaN;
+    return s;
+  }
+};
+
+// The sums of frame t (r0, c0; n values each). r1, c1: frame t + 1, or null for the last
+// frame (no temporal sums). One pass, so each frame is read from memory once.
+FrameSums ErrorSums(const float* r0, const float* c0, const float* r1, const float* c1,
+                    int64_t n) {
+  LaneSums lanes;
+  auto add_error = [&](int l, int64_t i) {
+    const double d = static_cast<double>(c0[i]) - r0[i];
+    const double a = std::fabs(d);
+    lanes.sq_err[l] += d * d;
+    lanes.sq_ref[l] += static_cast<double>(r0[i]) * r0[i];
+    lanes.max_abs[l] = a > lanes.max_abs[l] ? a : lanes.max_abs[l];
+  };
+  auto add_temporal = [&](int l, int64_t i) {
     const double dr = static_cast<double>(r1[i]) - r0[i];
     const double dc = static_cast<double>(c1[i]) - c0[i];
-    s->sq_temporal += (dc - dr) * (dc - dr);
-    s->sq_ref_delta += dr * dr;
+    lanes.sq_temporal[l] += (dc - dr) * (dc - dr);
+    lanes.sq_ref_delta[l] += dr * dr;
+  };
+  const int64_t blocks_end = n / kBlock * kBlock;
+  if (r1 == nullptr) {
+    for (int64_t i = 0; i < blocks_end; i += kBlock) {
+      for (int l = 0; l < kBlock; ++l) add_error(l, i + l);
+    }
+    for (int64_t i = blocks_end; i < n; ++i) add_error(0, i);
+  } else {
+    for (int64_t i = 0; i < blocks_end; i += kBlock) {
+      for (int l = 0; l < kBlock; ++l) add_error(l, i + l);
+      for (int l = 0; l < kBlock; ++l) add_temporal(l, i + l);
+    }
+    for (int64_t i = blocks_end; i < n; ++i) {
+      add_error(0, i);
+      add_temporal(0, i);
+    }
   }
+  return lanes.Reduce();
 }
 
 double PsnrFromSqErr(double sq_err, int64_t n) {
@@ -277,7 +322,7 @@ double FramePsnr(const FrameView& ref, const FrameView& cand) {
   assert(ref.height == cand.height && ref.width == cand.width &&
          ref.channels == cand.channels);
   const int64_t n = ref.height * ref.width * ref.channels;
-  return PsnrFromSqErr(ErrorSums(ref.data, cand.data, n).sq_err, n);
+  return PsnrFromSqErr(ErrorSums(ref.data, cand.data, nullptr, nullptr, n).sq_err, n);
 }
 
 double FrameSsim(const FrameView& ref, const FrameView& cand) {
@@ -299,11 +344,9 @@ VideoMetrics ComputeVideoMetrics(const VideoView& ref, const VideoView& cand,
     SsimEngine engine;
     for (int64_t t = first; t < num_frames; t += step) {
       const FrameView r = ref.Frame(t), c = cand.Frame(t);
-      sums[t] = ErrorSums(r.data, c.data, frame_len);
-      if (t + 1 < num_frames) {
-        AddTemporalSums(r.data, c.data, ref.Frame(t + 1).data, cand.Frame(t + 1).data,
-                        frame_len, &sums[t]);
-      }
+      const bool last = t + 1 == num_frames;
+      sums[t] = ErrorSums(r.data, c.data, last ? nullptr : ref.Frame(t + 1).data,
+                          last ? nullptr : cand.Frame(t + 1).data, frame_len);
       out.frames[t].psnr = PsnrFromSqErr(sums[t].sq_err, frame_len);
       out.frames[t].ssim = engine.Compute(r, c);
     }

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Fresh Debian 12 machine -> installs what is needed, builds, and runs every test (CTest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/install-deps.sh --with-extras
+bash ci/build.sh
+cd build
+ctest --output-on-failure -j "$(nproc)" --timeout 1200
