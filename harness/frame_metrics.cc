@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 namespace framegate {
@@ -80,9 +82,10 @@ double SafeRatio(double num, double den) {
 // (rows and columns [5, n - 5)), whose filter windows never reach past the border: so
 // scipy's mode='reflect' never matters and the filter is computed on the valid region
 // alone. A frame row is flat: width * channels values, channels interleaved, so a
-// horizontal tap is a shift by `channels`. Per input row: the product rows (x, y,
-// x*x + y*y, x*y), then the horizontal filter into a ring of kTaps rows; once the ring
-// is full, the vertical filter gives one valid row of the local means, then SSIM.
+// horizontal tap is a shift by `channels`: output value j of a row reads input values
+// j .. j + 10 * channels. Per input row: the product rows (x, y, x*x + y*y, x*y), then
+// the horizontal filter into a ring of kTaps rows; once the ring is full, the vertical
+// filter gives the local means of one valid row, then SSIM.
 class SsimEngine {
  public:
   double Compute(const FrameView& ref, const FrameView& cand);
@@ -117,6 +120,21 @@ void SsimEngine::Resize(const FrameView& frame) {
   means_.assign(kNumMaps * out_padded_, 0.0);
 }
 
+double SsimEngine::Compute(const FrameView& ref, const FrameView& cand) {
+  assert(ref.height == cand.height && ref.width == cand.width &&
+         ref.channels == cand.channels);
+  if (ref.height < kTaps || ref.width < kTaps || ref.channels < 1) return kNaN;
+  Resize(ref);
+  double sum = 0.0;
+  for (int64_t row = 0; row < ref.height; ++row) {
+    LoadProducts(ref.data + row * row_len_, cand.data + row * row_len_);
+    FilterHorizontal(row);
+    if (row >= kTaps - 1) sum += SsimRowSum(row - (kTaps - 1));
+  }
+  const int64_t valid_rows = ref.height - 2 * kRadius;
+  return sum / static_cast<double>(valid_rows * out_len_);
+}
+
 // products_ <- the kNumMaps product rows of one row pair (row_len_ floats each).
 void SsimEngine::LoadProducts(const float* x, const float* y) {
   double* px = &products_[kX * in_padded_];
@@ -124,14 +142,13 @@ void SsimEngine::LoadProducts(const float* x, const float* y) {
   double* psq = &products_[kSquares * in_padded_];
   double* pxy = &products_[kXY * in_padded_];
   for (int64_t i = 0; i < row_len_; i += kBlock) {
-    const int64_t n = std::min<int64_t>(kBlock, row_len_ - i);
     double a[kBlock] = {}, b[kBlock] = {};
-    if (n == kBlock) {
+    if (i + kBlock <= row_len_) {
       for (int l = 0; l < kBlock; ++l) a[l] = x[i + l];
       for (int l = 0; l < kBlock; ++l) b[l] = y[i + l];
     } else {
-      for (int l = 0; l < n; ++l) a[l] = x[i + l];
-      for (int l = 0; l < n; ++l) b[l] = y[i + l];
+      for (int64_t l = 0; l < row_len_ - i; ++l) a[l] = x[i + l];
+      for (int64_t l = 0; l < row_len_ - i; ++l) b[l] = y[i + l];
     }
     // The rows are padded to a block multiple past row_len_: zeros go there.
     for (int l = 0; l < kBlock; ++l) px[i + l] = a[l];
@@ -180,31 +197,15 @@ double SsimEngine::SsimRowSum(int64_t first_row) {
       const double b2 = vx_plus_vy + kC2;
       s[l] = (a1 * a2) / (b1 * b2);
     }
-    const int64_t valid = std::min<int64_t>(kBlock, out_len_ - j);
-    if (valid == kBlock) {
+    if (j + kBlock <= out_len_) {
       for (int l = 0; l < kBlock; ++l) lane_sums[l] += s[l];
     } else {
-      for (int l = 0; l < valid; ++l) lane_sums[l] += s[l];
+      for (int64_t l = 0; l < out_len_ - j; ++l) lane_sums[l] += s[l];
     }
   }
   double sum = 0.0;
   for (double v : lane_sums) sum += v;
   return sum;
-}
-
-double SsimEngine::Compute(const FrameView& ref, const FrameView& cand) {
-  assert(ref.height == cand.height && ref.width == cand.width &&
-         ref.channels == cand.channels);
-  if (ref.height < kTaps || ref.width < kTaps || ref.channels < 1) return kNaN;
-  Resize(ref);
-  double sum = 0.0;
-  for (int64_t row = 0; row < ref.height; ++row) {
-    LoadProducts(ref.data + row * row_len_, cand.data + row * row_len_);
-    FilterHorizontal(row);
-    if (row >= kTaps - 1) sum += SsimRowSum(row - (kTaps - 1));
-  }
-  const int64_t valid_rows = ref.height - 2 * kRadius;
-  return sum / static_cast<double>(valid_rows * out_len_);
 }
 
 // Sums over one frame pair that the video-level metrics are made of.
@@ -330,57 +331,78 @@ double FrameSsim(const FrameView& ref, const FrameView& cand) {
   return engine.Compute(ref, cand);
 }
 
-VideoMetrics ComputeVideoMetrics(const VideoView& ref, const VideoView& cand,
-                                 const FrameMetricsOptions& options) {
-  assert(CheckSameShape(ref, cand).ok());
+namespace {
+
+// out->frames[t] and sums[t] for every frame t, on up to num_threads threads that take
+// the next frame from a shared counter. Should a thread fail to start, the others do
+// its share: the results do not depend on how many run.
+void ScoreFrames(const VideoView& ref, const VideoView& cand, int num_threads,
+                 VideoMetrics* out, std::vector<FrameSums>* sums) {
   const int64_t num_frames = ref.frames;
   const int64_t frame_len = ref.height * ref.width * ref.channels;
-  VideoMetrics out;
-  out.frames.resize(num_frames);
-  std::vector<FrameSums> sums(num_frames);
-
-  // Frame t: its scores, its error sums and the temporal sums of the pair (t, t + 1).
-  auto run_frames = [&](int64_t first, int64_t step) {
+  std::atomic<int64_t> next_frame{0};
+  auto work = [&]() {
     SsimEngine engine;
-    for (int64_t t = first; t < num_frames; t += step) {
+    for (int64_t t = next_frame++; t < num_frames; t = next_frame++) {
       const FrameView r = ref.Frame(t), c = cand.Frame(t);
       const bool last = t + 1 == num_frames;
-      sums[t] = ErrorSums(r.data, c.data, last ? nullptr : ref.Frame(t + 1).data,
-                          last ? nullptr : cand.Frame(t + 1).data, frame_len);
-      out.frames[t].psnr = PsnrFromSqErr(sums[t].sq_err, frame_len);
-      out.frames[t].ssim = engine.Compute(r, c);
+      (*sums)[t] = ErrorSums(r.data, c.data, last ? nullptr : ref.Frame(t + 1).data,
+                             last ? nullptr : cand.Frame(t + 1).data, frame_len);
+      out->frames[t].psnr = PsnrFromSqErr((*sums)[t].sq_err, frame_len);
+      out->frames[t].ssim = engine.Compute(r, c);
     }
   };
-  const int64_t num_threads =
-      std::max<int64_t>(1, std::min<int64_t>(options.num_threads, num_frames));
+  const int64_t extra_threads = std::min<int64_t>(num_threads, num_frames) - 1;
   std::vector<std::thread> workers;
-  for (int64_t i = 1; i < num_threads; ++i) workers.emplace_back(run_frames, i, num_threads);
-  run_frames(0, num_threads);
+  for (int64_t i = 0; i < extra_threads; ++i) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the running ones and this one share the frames
+    }
+  }
+  work();
   for (std::thread& w : workers) w.join();
+}
 
-  // Reduce in frame order, so the result does not depend on num_threads.
-  if (num_frames == 0) return out;
+// The video-level values of `out` from the per-frame scores and sums, reduced in frame
+// order.
+void Summarize(const std::vector<FrameSums>& sums, VideoMetrics* out) {
+  const size_t num_frames = sums.size();
+  if (num_frames == 0) return;
   FrameSums total;
   bool nan = false;
-  out.min_psnr = kInf;
-  out.min_ssim = kInf;
   double ssim_sum = 0.0;
-  for (int64_t t = 0; t < num_frames; ++t) {
+  out->min_psnr = kInf;
+  out->min_ssim = kInf;
+  for (size_t t = 0; t < num_frames; ++t) {
     total.sq_err += sums[t].sq_err;
     total.sq_ref += sums[t].sq_ref;
     total.sq_temporal += sums[t].sq_temporal;
     total.sq_ref_delta += sums[t].sq_ref_delta;
     nan |= std::isnan(sums[t].max_abs);
     total.max_abs = std::max(total.max_abs, sums[t].max_abs);
-    out.min_psnr = NanMin(out.min_psnr, out.frames[t].psnr);
-    out.min_ssim = NanMin(out.min_ssim, out.frames[t].ssim);
-    ssim_sum += out.frames[t].ssim;
+    out->min_psnr = NanMin(out->min_psnr, out->frames[t].psnr);
+    out->min_ssim = NanMin(out->min_ssim, out->frames[t].ssim);
+    ssim_sum += out->frames[t].ssim;
   }
-  out.mean_ssim = ssim_sum / static_cast<double>(num_frames);
-  out.max_abs = nan ? kNaN : total.max_abs;
-  out.rel_l2 = SafeRatio(std::sqrt(total.sq_err), std::sqrt(total.sq_ref));
-  out.temporal_rel_l2 =
+  out->mean_ssim = ssim_sum / static_cast<double>(num_frames);
+  out->max_abs = nan ? kNaN : total.max_abs;
+  out->rel_l2 = SafeRatio(std::sqrt(total.sq_err), std::sqrt(total.sq_ref));
+  out->temporal_rel_l2 =
       SafeRatio(std::sqrt(total.sq_temporal), std::sqrt(total.sq_ref_delta));
+}
+
+}  // namespace
+
+VideoMetrics ComputeVideoMetrics(const VideoView& ref, const VideoView& cand,
+                                 const FrameMetricsOptions& options) {
+  assert(CheckSameShape(ref, cand).ok());
+  VideoMetrics out;
+  out.frames.resize(ref.frames);
+  std::vector<FrameSums> sums(ref.frames);
+  ScoreFrames(ref, cand, options.num_threads, &out, &sums);
+  Summarize(sums, &out);
   return out;
 }
 

@@ -111,6 +111,57 @@ TEST_P(MetricVectorsTest, AgreesWithScikitImage) {
 INSTANTIATE_TEST_SUITE_P(SharedVectors, MetricVectorsTest,
                          ::testing::Values("identical", "noise_small", "blur"));
 
+// SSIM straight from the definition: a 2D 11x11 Gaussian window at every valid pixel,
+// variances apart (no shortcut of the optimized code), averaged over pixels and channels.
+double NaiveSsim(const std::vector<float>& x, const std::vector<float>& y, int64_t h,
+                 int64_t w, int64_t c) {
+  double g[11], gsum = 0.0;
+  for (int k = 0; k < 11; ++k) gsum += g[k] = std::exp(-(k - 5.0) * (k - 5.0) / (2 * 1.5 * 1.5));
+  for (double& v : g) v /= gsum;
+  const double c1 = 1e-4, c2 = 9e-4;
+  double sum = 0.0;
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 5; i < h - 5; ++i)
+      for (int64_t j = 5; j < w - 5; ++j) {
+        double ux = 0, uy = 0, uxx = 0, uyy = 0, uxy = 0;
+        for (int a = 0; a < 11; ++a)
+          for (int b = 0; b < 11; ++b) {
+            const int64_t idx = ((i + a - 5) * w + (j + b - 5)) * c + ch;
+            const double wt = g[a] * g[b], xv = x[idx], yv = y[idx];
+            ux += wt * xv;
+            uy += wt * yv;
+            uxx += wt * xv * xv;
+            uyy += wt * yv * yv;
+            uxy += wt * xv * yv;
+          }
+        const double vx = uxx - ux * ux, vy = uyy - uy * uy, vxy = uxy - ux * uy;
+        sum += (2 * ux * uy + c1) * (2 * vxy + c2) / ((ux * ux + uy * uy + c1) * (vx + vy + c2));
+      }
+  return sum / static_cast<double>((h - 10) * (w - 10) * c);
+}
+
+TEST(FrameMetricsTest, SsimMatchesTheDefinitionOnOddShapes) {
+  struct Shape {
+    int64_t h, w, c;
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::normal_distribution<float> noise(0.0f, 0.05f);
+  // 1x1 valid region, one channel, channel counts other than 3, rows that end inside
+  // a block, rows of several blocks.
+  for (const Shape& s : {Shape{11, 11, 1}, Shape{11, 13, 3}, Shape{17, 40, 2},
+                         Shape{30, 19, 3}, Shape{12, 200, 3}, Shape{23, 16, 4}}) {
+    SCOPED_TRACE(std::to_string(s.h) + "x" + std::to_string(s.w) + "x" + std::to_string(s.c));
+    std::vector<float> x(s.h * s.w * s.c), y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = uniform(rng) * 0.5f + 0.25f * static_cast<float>(i % 7) / 7.0f;
+      y[i] = x[i] + noise(rng);
+    }
+    const FrameView fx{x.data(), s.h, s.w, s.c}, fy{y.data(), s.h, s.w, s.c};
+    EXPECT_NEAR(FrameSsim(fx, fy), NaiveSsim(x, y, s.h, s.w, s.c), 1e-12);
+  }
+}
+
 TEST(FrameMetricsTest, SsimOfAFrameWithItselfIsOne) {
   const Video v = AddNoise(MovingPattern(1, 37, 29, 0), 0.1, 1);
   EXPECT_NEAR(FrameSsim(v.View().Frame(0), v.View().Frame(0)), 1.0, 1e-12);

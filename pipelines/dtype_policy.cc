@@ -1,6 +1,101 @@
 #include "pipelines/dtype_policy.h"
 
+#include <toml++/toml.h>
+
+#include "pipelines/policies_toml.h"
+
 namespace framegate {
+namespace {
+
+const std::map<std::string, WeightStorage>& StorageNames() {
+  static const std::map<std::string, WeightStorage> names = {
+      {"fp32", WeightStorage::kFloat32}, {"bf16", WeightStorage::kBFloat16},
+      {"fp16", WeightStorage::kFloat16}, {"fp8e4m3", WeightStorage::kFp8E4M3},
+      {"fp8e5m2", WeightStorage::kFp8E5M2}};
+  return names;
+}
+
+const std::map<std::string, c10::ScalarType>& ComputeNames() {
+  static const std::map<std::string, c10::ScalarType> names = {
+      {"fp32", c10::kFloat}, {"bf16", c10::kBFloat16}, {"fp16", c10::kHalf}};
+  return names;
+}
+
+const std::map<std::string, ModuleKind>& IslandNames() {
+  static const std::map<std::string, ModuleKind> names = {
+      {"norm", ModuleKind::kNorm}, {"softmax", ModuleKind::kSoftmax},
+      {"time_embed", ModuleKind::kTimeEmbed}, {"decoder", ModuleKind::kDecoder}};
+  return names;
+}
+
+template <typename T>
+std::string KeysOf(const std::map<std::string, T>& map) {
+  std::string keys;
+  for (const auto& [k, v] : map) keys += (keys.empty() ? "" : ", ") + k;
+  return keys;
+}
+
+std::string Where(const std::string& source, const toml::node& node) {
+  const toml::source_region& r = node.source();
+  return source + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+}
+
+// One [policy.NAME] table -> DtypePolicy.
+StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
+                                  const std::string& source) {
+  DtypePolicy p;
+  p.name = name;
+  for (const auto& [key, node] : t) {
+    const std::string k(key.str());
+    const std::string at = Where(source, node) + ": policy '" + name + "': ";
+    auto string_in = [&](const auto& names, auto* out) -> Status {
+      const auto value = node.template value<std::string>();
+      if (!value || !names.count(*value))
+        return Status::InvalidInput(at + k + " must be one of " + KeysOf(names));
+      *out = names.at(*value);
+      return Status::Ok();
+    };
+    auto boolean = [&](bool* out) -> Status {
+      if (!node.is_boolean()) return Status::InvalidInput(at + k + " must be true or false");
+      *out = *node.template value<bool>();
+      return Status::Ok();
+    };
+    if (k == "storage") {
+      FG_RETURN_IF_ERROR(string_in(StorageNames(), &p.storage));
+    } else if (k == "compute") {
+      FG_RETURN_IF_ERROR(string_in(ComputeNames(), &p.compute));
+    } else if (k == "emulate_fp16") {
+      FG_RETURN_IF_ERROR(boolean(&p.emulate_fp16));
+    } else if (k == "allow_tf32") {
+      FG_RETURN_IF_ERROR(boolean(&p.allow_tf32));
+    } else if (k == "fp16_reduced_precision_reduction") {
+      FG_RETURN_IF_ERROR(boolean(&p.fp16_reduced_precision_reduction));
+    } else if (k == "fallback") {
+      const auto value = node.value<std::string>();
+      if (!value) return Status::InvalidInput(at + "fallback must be a policy name");
+      p.fallback = *value;
+    } else if (k == "fp32_islands") {
+      const toml::array* islands = node.as_array();
+      if (!islands) return Status::InvalidInput(at + "fp32_islands must be an array of names");
+      for (const toml::node& island : *islands) {
+        const auto value = island.value<std::string>();
+        if (!value || !IslandNames().count(*value))
+          return Status::InvalidInput(Where(source, island) + ": policy '" + name +
+                                      "': fp32_islands entries must be among " +
+                                      KeysOf(IslandNames()));
+        p.fp32_islands.insert(IslandNames().at(*value));
+      }
+    } else {
+      return Status::InvalidInput(at + "unknown key '" + k + "'");
+    }
+  }
+  if (p.emulate_fp16 && p.compute != c10::kFloat)
+    return Status::InvalidInput(Where(source, t) + ": policy '" + name +
+                                "': emulate_fp16 needs compute = \"fp32\"");
+  return p;
+}
+
+}  // namespace
 
 const char* ModuleKindName(ModuleKind kind) {
   switch (kind) {
@@ -15,12 +110,8 @@ const char* ModuleKindName(ModuleKind kind) {
 }
 
 const char* WeightStorageName(WeightStorage storage) {
-  switch (storage) {
-    case WeightStorage::kFloat32: return "fp32";
-    case WeightStorage::kBFloat16: return "bf16";
-    case WeightStorage::kFloat16: return "fp16";
-    case WeightStorage::kFp8E4M3: return "fp8e4m3";
-    case WeightStorage::kFp8E5M2: return "fp8e5m2";
+  for (const auto& [name, value] : StorageNames()) {
+    if (value == storage) return name.c_str();
   }
   return "fp32";
 }
@@ -34,6 +125,66 @@ int64_t WeightStorageBytes(WeightStorage storage) {
     case WeightStorage::kFp8E5M2: return 1;
   }
   return 4;
+}
+
+const char* DtypeName(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kFloat: return "fp32";
+    case c10::kBFloat16: return "bf16";
+    case c10::kHalf: return "fp16";
+    case c10::kDouble: return "fp64";
+    case c10::kByte: return "uint8";
+    default: return c10::toString(dtype);
+  }
+}
+
+StatusOr<PolicySet> ParsePolicies(const std::string& toml_text, const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    return Status::InvalidInput(source + ":" + std::to_string(e.source().begin.line) + ":" +
+                                std::to_string(e.source().begin.column) + ": " +
+                                std::string(e.description()));
+  }
+  PolicySet set;
+  const toml::table* policies = root["policy"].as_table();
+  if (!policies) return Status::InvalidInput(source + ": no [policy.NAME] tables");
+  for (const auto& [key, node] : *policies) {
+    const toml::table* t = node.as_table();
+    if (!t) return Status::InvalidInput(Where(source, node) + ": policy." +
+                                        std::string(key.str()) + " must be a table");
+    StatusOr<DtypePolicy> p = ParsePolicy(std::string(key.str()), *t, source);
+    if (!p.ok()) return p.status();
+    set.push_back(*p);
+  }
+  for (const DtypePolicy& p : set) {
+    if (!p.fallback.empty() && !FindPolicy(p.fallback, set).ok())
+      return Status::InvalidInput(source + ": policy '" + p.name + "': fallback '" + p.fallback +
+                                  "' is not a policy");
+  }
+  return set;
+}
+
+const PolicySet& PresetPolicies() {
+  static const PolicySet presets = [] {
+    StatusOr<PolicySet> set = ParsePolicies(kPresetPoliciesToml, "pipelines/policies.toml");
+    return set.ok() ? *set : PolicySet{Fp32Policy()};  // the shipped file is tested
+  }();
+  return presets;
+}
+
+StatusOr<DtypePolicy> FindPolicy(const std::string& name, const PolicySet& set) {
+  std::string known;
+  for (const DtypePolicy& p : set) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  return Status::InvalidInput("unknown policy '" + name + "' (known: " + known + ")");
+}
+
+int64_t WeightBytes(const DtypePolicy& policy, int64_t num_parameters) {
+  return num_parameters * WeightStorageBytes(policy.storage);
 }
 
 DtypePolicy Fp32Policy() { return DtypePolicy(); }

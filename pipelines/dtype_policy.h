@@ -3,10 +3,14 @@
 // form live in pipelines/policies.toml (see dtype_policy.cc).
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <c10/core/ScalarType.h>
+
+#include "harness/status.h"
 
 namespace framegate {
 
@@ -29,6 +33,7 @@ struct DtypePolicy {
   bool emulate_fp16 = false;
   bool allow_tf32 = false;                        // CUDA only; recorded elsewhere
   bool fp16_reduced_precision_reduction = false;  // CUDA only; recorded elsewhere
+  std::string fallback;  // the next safer policy ("" for none)
 
   bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }
   // The dtype module `kind` computes in under this policy.
@@ -36,6 +41,18 @@ struct DtypePolicy {
     return IsIsland(kind) ? c10::kFloat : compute;
   }
 };
+
+// Policies by name, in file order. Parsed from TOML text ([policy.NAME] tables, see
+// pipelines/policies.toml); errors name `source`, the line/column or policy, and the problem.
+using PolicySet = std::vector<DtypePolicy>;
+StatusOr<PolicySet> ParsePolicies(const std::string& toml_text, const std::string& source);
+// The shipped presets (pipelines/policies.toml, compiled in).
+const PolicySet& PresetPolicies();
+// A preset by name; InvalidInput listing the known names otherwise.
+StatusOr<DtypePolicy> FindPolicy(const std::string& name, const PolicySet& set = PresetPolicies());
+// Bytes of the weights of `num_parameters` stored under the policy (islands ignored).
+int64_t WeightBytes(const DtypePolicy& policy, int64_t num_parameters);
+const char* DtypeName(c10::ScalarType dtype);  // "fp32", "bf16", "fp16", "uint8", ...
 
 // The plain FP32 policy (the golden reference).
 DtypePolicy Fp32Policy();

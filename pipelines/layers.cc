@@ -3,15 +3,37 @@
 #include <cmath>
 
 #include <ATen/Functions.h>
+#include <c10/util/Exception.h>
+
+#include "pipelines/fp8_codec.h"
 
 namespace framegate {
 
 at::Tensor ForwardContext::Weight(const std::string& name) const {
-  return weights_.Get(name).stored;
+  const WeightEntry& entry = weights_.Get(name);
+  const std::optional<Fp8Format> fp8 = entry.fp8();
+  if (!fp8) return entry.stored;
+  const c10::ScalarType compute = policy_.ComputeDtypeFor(entry.kind);
+  TORCH_CHECK(fp8_upcast_, "Promotion for Float8 Types is not supported, attempted to promote ",
+              *fp8 == Fp8Format::kE4M3 ? "Float8_e4m3fn" : "Float8_e5m2", " and ",
+              c10::toString(compute), " (weight ", name, ")");
+  return DecodeFp8Tensor(entry.stored, *fp8, compute, entry.stored.device());
 }
 
-at::Tensor ForwardContext::Enter(ModuleKind kind, const at::Tensor& x) const {
-  return policy_.IsIsland(kind) ? x.to(at::kFloat) : x;
+at::Tensor ForwardContext::Enter(const std::string& module, ModuleKind kind,
+                                 const at::Tensor& x) const {
+  current_module_ = module;
+  at::Tensor in = policy_.IsIsland(kind) ? x.to(at::kFloat) : x;
+  if (mismatch_log_ != nullptr) {
+    const WeightEntry* w = weights_.Find(module + ".weight");
+    if (w != nullptr) {
+      const c10::ScalarType weight_dtype =
+          w->fp8() ? policy_.ComputeDtypeFor(w->kind) : w->stored.scalar_type();
+      if (weight_dtype != in.scalar_type())
+        mismatch_log_->push_back({module, in.scalar_type(), weight_dtype});
+    }
+  }
+  return in;
 }
 
 at::Tensor ForwardContext::Output(const std::string& module, ModuleKind kind, at::Tensor y) const {
@@ -23,39 +45,43 @@ at::Tensor ForwardContext::Output(const std::string& module, ModuleKind kind, at
 
 at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
                   const at::Tensor& x) {
-  at::Tensor y = at::linear(ctx.Enter(kind, x), ctx.Weight(name + ".weight"),
-                            ctx.Weight(name + ".bias"));
+  const at::Tensor in = ctx.Enter(name, kind, x);
+  at::Tensor y = at::linear(in, ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"));
   return ctx.Output(name, kind, y);
 }
 
 at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
                   const at::Tensor& x, at::IntArrayRef stride) {
+  const at::Tensor in = ctx.Enter(name, kind, x);
   const at::Tensor w = ctx.Weight(name + ".weight");  // [Cout, Cin, kt, kh, kw]
   const bool strided = stride[0] > 1 || stride[1] > 1 || stride[2] > 1;
   const std::vector<int64_t> padding = strided ? std::vector<int64_t>{0, 0, 0}
                                                : std::vector<int64_t>{w.size(2) / 2, w.size(3) / 2,
                                                                       w.size(4) / 2};
-  at::Tensor y = at::conv3d(ctx.Enter(kind, x), w, ctx.Weight(name + ".bias"), stride, padding);
+  at::Tensor y = at::conv3d(in, w, ctx.Weight(name + ".bias"), stride, padding);
   return ctx.Output(name, kind, y);
 }
 
 at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
                   const at::Tensor& x) {
+  const at::Tensor in = ctx.Enter(name, kind, x);
   const at::Tensor w = ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
-  at::Tensor y = at::conv2d(ctx.Enter(kind, x), w, ctx.Weight(name + ".bias"), {1, 1},
+  at::Tensor y = at::conv2d(in, w, ctx.Weight(name + ".bias"), {1, 1},
                             {w.size(2) / 2, w.size(3) / 2});
   return ctx.Output(name, kind, y);
 }
 
 at::Tensor GroupNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
                      int64_t groups) {
-  at::Tensor y = at::group_norm(ctx.Enter(ModuleKind::kNorm, x), groups,
+  const at::Tensor in = ctx.Enter(name, ModuleKind::kNorm, x);
+  at::Tensor y = at::group_norm(in, groups,
                                 ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
   return ctx.Output(name, ModuleKind::kNorm, y);
 }
 
 at::Tensor LayerNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x) {
-  at::Tensor y = at::layer_norm(ctx.Enter(ModuleKind::kNorm, x), {x.size(-1)},
+  const at::Tensor in = ctx.Enter(name, ModuleKind::kNorm, x);
+  at::Tensor y = at::layer_norm(in, {x.size(-1)},
                                 ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
   return ctx.Output(name, ModuleKind::kNorm, y);
 }
@@ -70,10 +96,14 @@ at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const a
   const at::Tensor q = split_heads(Linear(ctx, name + ".q", ModuleKind::kOther, x), s);
   const at::Tensor k = split_heads(Linear(ctx, name + ".k", ModuleKind::kOther, context), l);
   const at::Tensor v = split_heads(Linear(ctx, name + ".v", ModuleKind::kOther, context), l);
-  // logits [N, heads, S, L]
-  at::Tensor logits = at::matmul(q, k.transpose(-2, -1)).mul_(1.0 / std::sqrt(double(head_dim)));
+  // logits [N, heads, S, L]; with a softmax island the scores are computed in FP32 too
+  // (FP32 accumulation in attention, the remedy of field report F2).
+  const at::Tensor q_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, q);
+  const at::Tensor k_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, k);
+  at::Tensor logits =
+      at::matmul(q_in, k_in.transpose(-2, -1)).mul_(1.0 / std::sqrt(double(head_dim)));
   logits = ctx.Output(name + ".logits", ModuleKind::kAttentionLogits, logits);
-  at::Tensor probs = at::softmax(ctx.Enter(ModuleKind::kSoftmax, logits), -1);
+  at::Tensor probs = at::softmax(ctx.Enter(name + ".softmax", ModuleKind::kSoftmax, logits), -1);
   probs = ctx.Output(name + ".softmax", ModuleKind::kSoftmax, probs);
   at::Tensor out = at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({n, s, hidden});
   return Linear(ctx, name + ".out", ModuleKind::kOther, out);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -23,16 +24,26 @@ struct ModuleOutput {
 };
 using ModuleObserver = std::function<void(const ModuleOutput&)>;
 
+// A module whose input dtype differs from its weight's dtype (field report F4).
+struct DtypeMismatch {
+  std::string module;
+  c10::ScalarType input;
+  c10::ScalarType weight;
+};
+
 class ForwardContext {
  public:
   ForwardContext(const WeightStore& weights, const DtypePolicy& policy)
       : weights_(weights), policy_(policy) {}
 
-  // The weight as the module uses it: the stored tensor (FP8 codes decoded to the
-  // module's compute dtype).
+  // The weight as the module uses it: the stored tensor, FP8 codes decoded to the
+  // module's compute dtype (unless fp8 upcast is off: then FP8 weights raise the
+  // promotion error LibTorch raises for native float8, field report F5).
   at::Tensor Weight(const std::string& name) const;
-  // Module entry: an FP32 island casts its input to FP32; other modules take x as is.
-  at::Tensor Enter(ModuleKind kind, const at::Tensor& x) const;
+  // Module entry: records the module as the current one; an FP32 island casts its input
+  // to FP32, other modules take x as is. With a mismatch log, records an input whose
+  // dtype differs from the module's weight.
+  at::Tensor Enter(const std::string& module, ModuleKind kind, const at::Tensor& x) const;
   // Module exit: an island casts back to the activation dtype; FP16 emulation rounds;
   // the observer sees the result.
   at::Tensor Output(const std::string& module, ModuleKind kind, at::Tensor y) const;
@@ -40,12 +51,19 @@ class ForwardContext {
   const DtypePolicy& policy() const { return policy_; }
   void set_step(int step) { step_ = step; }
   void set_observer(ModuleObserver observer) { observer_ = std::move(observer); }
+  void set_fp8_upcast(bool upcast) { fp8_upcast_ = upcast; }
+  void set_mismatch_log(std::vector<DtypeMismatch>* log) { mismatch_log_ = log; }
+  // The module most recently entered: where an exception came from.
+  const std::string& current_module() const { return current_module_; }
 
  private:
   const WeightStore& weights_;
   const DtypePolicy& policy_;
   int step_ = 0;
+  bool fp8_upcast_ = true;
   ModuleObserver observer_;
+  std::vector<DtypeMismatch>* mismatch_log_ = nullptr;
+  mutable std::string current_module_;
 };
 
 // y = x W^T + b over the last dim. Weights "<name>.weight" [out, in], "<name>.bias" [out].

@@ -153,4 +153,20 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
   return std::unique_ptr<VideoModel>(std::move(model));
 }
 
+StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir,
+                                                        const DtypePolicy& policy,
+                                                        c10::Device device) {
+  std::vector<PackageTensor> tensors;
+  for (const char* part : {"denoiser", "decoder"}) {
+    StatusOr<torch::jit::Module> module =
+        LoadScript(dir + "/" + part + ".pt", policy, device);
+    if (!module.ok()) return module.status();
+    for (const auto& p : module->named_parameters(/*recurse=*/true))
+      tensors.push_back({std::string(part) + "." + p.name, p.value.scalar_type()});
+    for (const auto& b : module->named_buffers(/*recurse=*/true))
+      tensors.push_back({std::string(part) + "." + b.name, b.value.scalar_type()});
+  }
+  return tensors;
+}
+
 }  // namespace framegate

@@ -8,6 +8,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
 
 #include "harness/status.h"
 #include "pipelines/dtype_policy.h"
@@ -31,5 +34,15 @@ StatusOr<ModelManifest> ReadModelManifest(const std::string& dir);
 StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
                                                        const DtypePolicy& policy,
                                                        c10::Device device);
+
+// Every parameter and buffer of both modules after the policy is applied, as
+// "denoiser.<name>" / "decoder.<name>" with its dtype (the dtype audit of a package).
+struct PackageTensor {
+  std::string name;
+  c10::ScalarType dtype;
+};
+StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir,
+                                                        const DtypePolicy& policy,
+                                                        c10::Device device);
 
 }  // namespace framegate

@@ -10,6 +10,8 @@ namespace framegate {
 namespace {
 
 constexpr double kBiasStd = 0.02;
+constexpr double kAttnOverflowGain = 400.0;
+constexpr double kActivationOverflowGain = 3000.0;
 
 // He-like scale for a layer with `fan_in` inputs, times `gain`.
 double InitStd(int64_t fan_in, double gain = 1.0) { return gain / std::sqrt(double(fan_in)); }
@@ -22,20 +24,24 @@ int64_t Log2(int64_t v) {
 
 }  // namespace
 
-ReferenceModel::ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Device device)
+ReferenceModel::ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Device device,
+                               FaultCase fault)
     : size_(std::move(size)),
       policy_(std::move(policy)),
       decoder_policy_(DecoderPolicyOf(policy_)),
       device_(device),
+      fault_(fault),
       denoiser_ctx_(weights_, policy_),
       decoder_ctx_(weights_, decoder_policy_) {
   decoder_ctx_.set_step(-1);
+  denoiser_ctx_.set_fp8_upcast(fault_ != FaultCase::kFp8NoUpcast);
 }
 
 StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(const ReferenceSize& size,
                                                                  const DtypePolicy& policy,
                                                                  c10::Device device,
-                                                                 uint64_t weight_seed) {
+                                                                 uint64_t weight_seed,
+                                                                 FaultCase fault) {
   const int64_t need = EstimateReferenceBytes(size, policy);
   const int64_t have = AvailableDeviceBytes(device);
   if (have > 0 && need > have) {
@@ -43,10 +49,47 @@ StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(const Reference
                                " on " + device.str() + ", which has " + FormatBytes(have) +
                                " available");
   }
-  std::unique_ptr<ReferenceModel> model(new ReferenceModel(size, policy, device));
+  std::unique_ptr<ReferenceModel> model(new ReferenceModel(size, policy, device, fault));
   model->AddWeights(weight_seed);
+  model->ApplyFaultToMasters();
   FG_RETURN_IF_ERROR(model->weights_.Place(policy, device));
+  model->ApplyFaultToStored();
   return model;
+}
+
+void ReferenceModel::ApplyFaultToMasters() {
+  switch (fault_) {
+    case FaultCase::kAttnOverflow:
+      // q and k x kAttnGain: block 0's spatial logits grow by kAttnGain^2 (~N(0, 1) -> far
+      // beyond 65504), which FP32 and BF16 represent and FP16 does not.
+      for (const char* w : {"q.weight", "k.weight"})
+        weights_.ScaleMaster(std::string("blocks.0.spatial_attn.") + w, kAttnOverflowGain);
+      break;
+    case FaultCase::kActivationOverflow:
+      // An input projection with a large gain: its unnormalised output tracks the latents,
+      // whose magnitude grows over the steps (DDIM's x0 estimates), and overflows FP16 late.
+      weights_.ScaleMaster("patch_embed.weight", kActivationOverflowGain);
+      break;
+    default:
+      break;
+  }
+}
+
+void ReferenceModel::ApplyFaultToStored() {
+  if (fault_ != FaultCase::kTimeEmbedFp32) return;
+  // The timestep MLP stays FP32 whatever the policy cast the rest to.
+  for (const char* w : {"time_embed.0.weight", "time_embed.0.bias", "time_embed.2.weight",
+                        "time_embed.2.bias"})
+    weights_.OverrideStored(w, weights_.Get(w).master.to(device_));
+}
+
+std::string ReferenceModel::CurrentModule() const {
+  return decoding_ ? decoder_ctx_.current_module() : denoiser_ctx_.current_module();
+}
+
+void ReferenceModel::SetMismatchLog(std::vector<DtypeMismatch>* log) {
+  denoiser_ctx_.set_mismatch_log(log);
+  decoder_ctx_.set_mismatch_log(log);
 }
 
 void ReferenceModel::AddWeights(uint64_t seed) {
@@ -119,7 +162,10 @@ void ReferenceModel::AddWeights(uint64_t seed) {
   conv("decoder.conv_out", ModuleKind::kDecoder, {3, ch, 3, 3}, 0.45 / std::sqrt(0.355));
 }
 
-void ReferenceModel::BeginStep(int step) { denoiser_ctx_.set_step(step); }
+void ReferenceModel::BeginStep(int step) {
+  decoding_ = step < 0;
+  denoiser_ctx_.set_step(step);
+}
 
 void ReferenceModel::SetObserver(ModuleObserver observer) {
   denoiser_ctx_.set_observer(observer);
@@ -186,8 +232,9 @@ at::Tensor ReferenceModel::PredictNoise(const at::Tensor& x, const at::Tensor& t
   const ForwardContext& ctx = denoiser_ctx_;
   const int64_t p = size_.patch, b = x.size(0), c = x.size(1), frames = x.size(2),
                 lh = x.size(3), lw = x.size(4);
-  // [B, C, T, h, w] -> [B, H, T, h', w']
-  at::Tensor h = Conv3d(ctx, "patch_embed", ModuleKind::kOther, x, {1, p, p});
+  // [B, C, T, h, w] -> [B, H, T, h', w']; fault F4 feeds the projection FP32 input.
+  const at::Tensor x_in = fault_ == FaultCase::kInputFp32 ? x.to(at::kFloat) : x;
+  at::Tensor h = Conv3d(ctx, "patch_embed", ModuleKind::kOther, x_in, {1, p, p});
   // t [B] -> sinusoidal [B, H] -> temb [B, H]
   at::Tensor temb = SinusoidalEmbedding(t, size_.hidden).to(x.dtype());
   temb = Linear(ctx, "time_embed.0", ModuleKind::kTimeEmbed, temb);

@@ -17,23 +17,23 @@
 #include <memory>
 
 #include "harness/status.h"
+#include "pipelines/fault_cases.h"
 #include "pipelines/video_model.h"
 #include "pipelines/weight_store.h"
 
 namespace framegate {
 
-// Variants of the reference model that reproduce a field-reported failure on purpose
-// (pipelines/fault_cases.h names them); kNone is the correct model.
-enum class FaultCase { kNone };
 
 class ReferenceModel : public VideoModel {
  public:
   // Creates the weights (FP32, CPU, from weight_seed) and places them on `device` under
-  // `policy`. Fails (without allocating the weights) when the size does not fit the device.
+  // `policy`, with `fault` built in. Fails (without allocating the weights) when the size
+  // does not fit the device.
   static StatusOr<std::unique_ptr<ReferenceModel>> Create(const ReferenceSize& size,
                                                           const DtypePolicy& policy,
                                                           c10::Device device,
-                                                          uint64_t weight_seed = 0);
+                                                          uint64_t weight_seed = 0,
+                                                          FaultCase fault = FaultCase::kNone);
 
   const LatentGeometry& geometry() const override { return size_.latent; }
   c10::Device device() const override { return device_; }
@@ -43,13 +43,18 @@ class ReferenceModel : public VideoModel {
   at::Tensor Decode(const at::Tensor& z) override;
   void BeginStep(int step) override;
   void SetObserver(ModuleObserver observer) override;
+  std::string CurrentModule() const override;
+  // Records every module whose input dtype differs from its weight's (the dtype audit).
+  void SetMismatchLog(std::vector<DtypeMismatch>* log);
 
   const WeightStore& weights() const { return weights_; }
   const ReferenceSize& size() const { return size_; }
 
  private:
-  ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Device device);
+  ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Device device, FaultCase fault);
   void AddWeights(uint64_t seed);
+  void ApplyFaultToMasters();
+  void ApplyFaultToStored();
   at::Tensor ResBlock(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
                       const at::Tensor* temb) const;
   at::Tensor DenoiserBlock(const std::string& name, const at::Tensor& h, const at::Tensor& temb,
@@ -59,6 +64,8 @@ class ReferenceModel : public VideoModel {
   DtypePolicy policy_;          // the denoiser's policy
   DtypePolicy decoder_policy_;  // the decoder's (FP32 when the decoder is an island)
   c10::Device device_;
+  FaultCase fault_;
+  bool decoding_ = false;
   WeightStore weights_;
   ForwardContext denoiser_ctx_;
   ForwardContext decoder_ctx_;

@@ -27,6 +27,9 @@ class VideoModel {
   virtual void BeginStep(int /*step*/) {}
   // Watches every named module's output (no-op for models without named modules).
   virtual void SetObserver(ModuleObserver /*observer*/) {}
+  // The named module that ran last ("" when the model has no named modules): after an
+  // exception, where it happened.
+  virtual std::string CurrentModule() const { return ""; }
 };
 
 }  // namespace framegate

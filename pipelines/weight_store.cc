@@ -37,8 +37,11 @@ Status WeightStore::Place(const DtypePolicy& model_policy, c10::Device device) {
       case WeightStorage::kBFloat16: t = t.to(at::kBFloat16); break;
       case WeightStorage::kFloat16: t = t.to(at::kHalf); break;
       case WeightStorage::kFp8E4M3:
+        t = EncodeFp8Tensor(t, Fp8Format::kE4M3);
+        break;
       case WeightStorage::kFp8E5M2:
-        return Status::Unsupported("fp8 weight storage is not built yet");
+        t = EncodeFp8Tensor(t, Fp8Format::kE5M2);
+        break;
     }
     entry.stored = t.to(device);
     entry.storage = storage;
@@ -50,6 +53,23 @@ const WeightEntry& WeightStore::Get(const std::string& name) const {
   auto it = index_.find(name);
   assert(it != index_.end() && "unknown weight");
   return entries_[it->second];
+}
+
+const WeightEntry* WeightStore::Find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+void WeightStore::ScaleMaster(const std::string& name, double factor) {
+  WeightEntry& entry = Mutable(name);
+  entry.master = entry.master * factor;
+  entry.stored = entry.master;
+}
+
+std::optional<Fp8Format> WeightEntry::fp8() const {
+  if (storage == WeightStorage::kFp8E4M3) return Fp8Format::kE4M3;
+  if (storage == WeightStorage::kFp8E5M2) return Fp8Format::kE5M2;
+  return std::nullopt;
 }
 
 WeightEntry& WeightStore::Mutable(const std::string& name) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 
 #include "harness/status.h"
 #include "pipelines/dtype_policy.h"
+#include "pipelines/fp8_codec.h"
 
 namespace framegate {
 
@@ -21,6 +23,8 @@ struct WeightEntry {
   at::Tensor master;  // FP32, CPU
   at::Tensor stored;  // on the device, in the policy's storage form (after Place)
   WeightStorage storage = WeightStorage::kFloat32;
+  // The FP8 format of `stored` codes (uint8) when storage is kFp8E4M3/kFp8E5M2.
+  std::optional<Fp8Format> fp8() const;
 };
 
 class WeightStore {
@@ -39,6 +43,9 @@ class WeightStore {
 
   // The stored tensor (after Place). Asserts that `name` exists.
   const WeightEntry& Get(const std::string& name) const;
+  const WeightEntry* Find(const std::string& name) const;  // nullptr when absent
+  // Multiplies a master (before Place): fault cases that amplify a layer.
+  void ScaleMaster(const std::string& name, double factor);
   const std::vector<WeightEntry>& entries() const { return entries_; }
   // Overrides one stored tensor (fault cases: a weight left in the wrong dtype).
   void OverrideStored(const std::string& name, at::Tensor stored);

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/status.h"
+#include "pipelines/pipeline_run.h"
 
 namespace framegate {
 
@@ -21,11 +22,30 @@ struct Command {
   std::function<int()> run;
 };
 
+Command AddAuditCommand(CLI::App& parent);
 Command AddGenerateCommand(CLI::App& parent);
 Command AddInfoCommand(CLI::App& parent);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);
+// The options that pick one pipeline config: --size | --model, --policy, --device,
+// --seed, --weight-seed, --fault, --steps, --sampler, --guidance.
+struct PipelineCliOptions {
+  std::string size = "tiny";
+  std::string model_dir;
+  std::string policy = "fp32";
+  std::string device = "cpu";
+  std::string fault;
+  std::string sampler;
+  uint64_t seed = 0;
+  uint64_t weight_seed = 0;
+  int steps = 0;
+  double guidance = 0;
+  // Resolves names (policy, fault) and overrides; InvalidInput naming the bad value.
+  StatusOr<PipelineSpec> ToSpec() const;
+};
+void AddPipelineOptions(CLI::App* app, PipelineCliOptions* options);
+
 // Adds --threads N (default 0 = every core this process may use).
 void AddThreadsOption(CLI::App* app, int* threads);
 

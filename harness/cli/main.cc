@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
                "when the device or the precision changes."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(FRAMEGATE_VERSION_STRING));
-  std::vector<Command> commands = {AddGenerateCommand(app), AddInfoCommand(app)};
+  std::vector<Command> commands = {AddAuditCommand(app), AddGenerateCommand(app),
+                                   AddInfoCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,30 @@
+// The one place that maps an exception from a pipeline (c10::Error text) to a failure
+// class. Order matters: the first rule that matches wins.
+//   dtype_mismatch  "mat1 and mat2 must have the same dtype", "Input type (...) and weight
+//                   type (...) should be the same", "expected scalar type X but found Y"
+//   fp8_promotion   "Promotion for Float8 Types is not supported"
+//   unsupported_op  "\"addmm_impl_cpu_\" not implemented for 'Half'", "no kernel", ...
+//   out_of_memory   "out of memory", "can't allocate memory", "bad_alloc"
+//   other           anything else
+#pragma once
+
+#include <string>
+
+namespace framegate {
+
+enum class ErrorClass { kDtypeMismatch, kFp8Promotion, kUnsupportedOp, kOutOfMemory, kOther };
+const char* ErrorClassName(ErrorClass cls);  // "dtype_mismatch", ...
+
+struct ClassifiedError {
+  ErrorClass cls = ErrorClass::kOther;
+  std::string message;  // the first line of the real message
+  std::string module;   // where it happened, when known ("time_embed.0", "denoiser.pt:12")
+  std::string op;       // the missing operator for unsupported_op ("addmm_impl_cpu_")
+  // "dtype_mismatch: mat1 and mat2 must have the same dtype (in time_embed.0)"
+  std::string Reason() const;
+};
+
+// `what` is the exception text (backtrace allowed); `module` the model's current module.
+ClassifiedError ClassifyError(const std::string& what, const std::string& module = "");
+
+}  // namespace framegate

@@ -1,0 +1,72 @@
+#include "pipelines/dtype_audit.h"
+
+#include <ATen/Functions.h>
+
+#include "pipelines/model_package.h"
+#include "pipelines/reference_model.h"
+
+namespace framegate {
+namespace {
+
+DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
+  DtypeAudit audit;
+  const DtypePolicy decoder_policy = DecoderPolicyOf(policy);
+  for (const WeightEntry& w : model.weights().entries()) {
+    const DtypePolicy& p = IsDecoderWeight(w.name) ? decoder_policy : policy;
+    const c10::ScalarType expected = ExpectedStoredDtype(p, w.kind);
+    if (w.stored.scalar_type() != expected)
+      audit.weights.push_back({w.name, DtypeName(expected), DtypeName(w.stored.scalar_type())});
+  }
+  // One traced step: the denoiser on the seed's inputs at the first timestep.
+  audit.traced = true;
+  model.SetMismatchLog(&audit.inputs);
+  const GenerationInputs in = DrawInputs(model.geometry(), 0);
+  const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
+  try {
+    model.BeginStep(0);
+    model.PredictNoise(in.noise.to(opts), at::full({1}, 999.0, at::TensorOptions().device(model.device())),
+                       in.cond.to(opts));
+  } catch (const c10::Error& e) {
+    audit.step_error = ClassifyError(e.what(), model.CurrentModule());
+  }
+  model.SetMismatchLog(nullptr);
+  return audit;
+}
+
+}  // namespace
+
+c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind) {
+  if (policy.IsIsland(kind)) return c10::kFloat;
+  switch (policy.storage) {
+    case WeightStorage::kFloat32: return c10::kFloat;
+    case WeightStorage::kBFloat16: return c10::kBFloat16;
+    case WeightStorage::kFloat16: return c10::kHalf;
+    case WeightStorage::kFp8E4M3:
+    case WeightStorage::kFp8E5M2: return c10::kByte;
+  }
+  return c10::kFloat;
+}
+
+StatusOr<DtypeAudit> AuditDtypes(const PipelineSpec& spec) {
+  StatusOr<c10::Device> device = ParseDevice(spec.device);
+  if (!device.ok()) return device.status();
+  if (!spec.model_dir.empty()) {
+    StatusOr<std::vector<PackageTensor>> tensors =
+        ListPackageTensors(spec.model_dir, spec.policy, *device);
+    if (!tensors.ok()) return tensors.status();
+    DtypeAudit audit;
+    for (const PackageTensor& t : *tensors) {
+      if (c10::isFloatingType(t.dtype) && t.dtype != spec.policy.compute)
+        audit.weights.push_back({t.name, DtypeName(spec.policy.compute), DtypeName(t.dtype)});
+    }
+    return audit;
+  }
+  StatusOr<ReferenceSize> size = FindReferenceSize(spec.size);
+  if (!size.ok()) return size.status();
+  StatusOr<std::unique_ptr<ReferenceModel>> model =
+      ReferenceModel::Create(*size, spec.policy, *device, spec.weight_seed, spec.fault);
+  if (!model.ok()) return model.status();
+  return AuditReference(**model, spec.policy);
+}
+
+}  // namespace framegate

@@ -1,0 +1,104 @@
+// Each fault case reproduces its field report, and the remedy policy makes it go away.
+#include "pipelines/fault_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <ATen/Functions.h>
+
+#include "pipelines/pipeline_run.h"
+
+namespace framegate {
+namespace {
+
+PipelineOutcome Run(const std::string& policy, FaultCase fault, int steps = 0) {
+  PipelineSpec spec;
+  spec.policy = *FindPolicy(policy);
+  spec.fault = fault;
+  if (steps > 0) spec.sampler = SamplerConfig{SamplerKind::kDdim, steps, 4.0};
+  StatusOr<PipelineOutcome> outcome = RunPipeline(spec);
+  EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+  return *outcome;
+}
+
+bool AllFinite(const PipelineOutcome& o) {
+  return at::isfinite(o.result.latents).all().item<bool>() &&
+         at::isfinite(o.result.decoded).all().item<bool>();
+}
+
+TEST(FaultCaseTest, NamesRoundTrip) {
+  ASSERT_EQ(FaultCases().size(), 5u);
+  for (const FaultCaseInfo& info : FaultCases()) EXPECT_EQ(ParseFaultCase(info.name), info.fault);
+  EXPECT_EQ(ParseFaultCase(""), FaultCase::kNone);
+  EXPECT_FALSE(ParseFaultCase("melt-gpu").has_value());
+}
+
+TEST(FaultCaseTest, F1TimeEmbedLeftInFp32RaisesDtypeMismatchInTimeEmbed) {
+  const PipelineOutcome o = Run("bf16", FaultCase::kTimeEmbedFp32, 1);
+  ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
+  EXPECT_EQ(o.error.cls, ErrorClass::kDtypeMismatch);
+  EXPECT_NE(o.error.message.find("mat1 and mat2 must have the same dtype"), std::string::npos);
+  EXPECT_EQ(o.error.module, "time_embed.0");
+  EXPECT_EQ(Run("fp32", FaultCase::kTimeEmbedFp32, 1).kind, PipelineOutcome::Kind::kFinished);
+}
+
+TEST(FaultCaseTest, F4Fp32InputIntoBf16Conv3dRaisesDtypeMismatchInPatchEmbed) {
+  const PipelineOutcome o = Run("bf16", FaultCase::kInputFp32, 1);
+  ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
+  EXPECT_EQ(o.error.cls, ErrorClass::kDtypeMismatch);
+  EXPECT_EQ(o.error.module, "patch_embed");
+}
+
+TEST(FaultCaseTest, F5Fp8WithoutUpcastIsRefusedAsFp8Promotion) {
+  const PipelineOutcome o = Run("fp8e4m3-bf16", FaultCase::kFp8NoUpcast, 1);
+  ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
+  EXPECT_EQ(o.error.cls, ErrorClass::kFp8Promotion);
+  EXPECT_NE(o.error.message.find("Float8_e4m3fn"), std::string::npos);
+  // The remedy: the same storage with the upcast at use runs.
+  EXPECT_EQ(Run("fp8e4m3-bf16", FaultCase::kNone, 1).kind, PipelineOutcome::Kind::kFinished);
+}
+
+TEST(FaultCaseTest, F2AttentionOverflowIsNonFiniteUnderFp16AndFineInBf16AndFp32) {
+  const PipelineOutcome fp16 = Run("fp16-emulated", FaultCase::kAttnOverflow);
+  ASSERT_EQ(fp16.kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_FALSE(AllFinite(fp16));
+  for (const char* remedy : {"bf16", "fp32"}) {
+    const PipelineOutcome ok = Run(remedy, FaultCase::kAttnOverflow);
+    ASSERT_EQ(ok.kind, PipelineOutcome::Kind::kFinished) << remedy;
+    EXPECT_TRUE(AllFinite(ok)) << remedy;
+  }
+}
+
+TEST(FaultCaseTest, F3ActivationOverflowIsNonFiniteUnderFp16AndFineInBf16) {
+  const PipelineOutcome fp16 = Run("fp16-emulated", FaultCase::kActivationOverflow);
+  ASSERT_EQ(fp16.kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_FALSE(AllFinite(fp16));
+  const PipelineOutcome bf16 = Run("bf16", FaultCase::kActivationOverflow);
+  ASSERT_EQ(bf16.kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_TRUE(AllFinite(bf16));
+}
+
+TEST(PolicyRunTest, EveryPresetRunsTinyOrIsUnsupportedNamingTheOp) {
+  for (const DtypePolicy& policy : PresetPolicies()) {
+    const PipelineOutcome o = Run(policy.name, FaultCase::kNone, 2);
+    if (policy.compute == c10::kHalf) {
+      // LibTorch 1.13 has no FP16 convolution/matmul on the CPU.
+      ASSERT_EQ(o.kind, PipelineOutcome::Kind::kUnsupported) << policy.name;
+      EXPECT_EQ(o.error.cls, ErrorClass::kUnsupportedOp);
+      EXPECT_NE(o.unsupported.find("not implemented for 'Half'"), std::string::npos);
+      EXPECT_FALSE(o.error.op.empty());
+    } else {
+      ASSERT_EQ(o.kind, PipelineOutcome::Kind::kFinished) << policy.name << ": " << o.error.Reason();
+      EXPECT_TRUE(AllFinite(o)) << policy.name;
+      EXPECT_EQ(o.result.frames.size(0), 8);
+    }
+  }
+}
+
+TEST(PolicyRunTest, Fp8StoredWeightsTakeAQuarterOfFp32Bytes) {
+  const PipelineOutcome fp32 = Run("fp32", FaultCase::kNone, 1);
+  const PipelineOutcome fp8 = Run("fp8e4m3-bf16", FaultCase::kNone, 1);
+  EXPECT_EQ(fp8.weight_bytes * 4, fp32.weight_bytes);
+}
+
+}  // namespace
+}  // namespace framegate

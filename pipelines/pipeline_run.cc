@@ -1,0 +1,96 @@
+#include "pipelines/pipeline_run.h"
+
+#include <chrono>
+
+#include <ATen/Context.h>
+
+#include "pipelines/model_package.h"
+#include "pipelines/reference_model.h"
+
+namespace framegate {
+
+std::string PipelineSpec::PipelineName() const {
+  return model_dir.empty() ? "reference:" + size : "model:" + model_dir;
+}
+
+StatusOr<c10::Device> ParseDevice(const std::string& text) {
+  try {
+    c10::Device device(text);
+    if (device.is_cuda() && !at::hasCUDA())
+      return Status::Unsupported("device '" + text + "': this LibTorch has no CUDA");
+    if (!device.is_cpu() && !device.is_cuda())
+      return Status::Unsupported("device '" + text + "': only cpu and cuda are supported");
+    return device;
+  } catch (const c10::Error&) {
+    return Status::InvalidInput("device '" + text + "' is not a device (expected cpu or cuda:N)");
+  }
+}
+
+StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObserver& on_module,
+                                      const StepObserver& on_step) {
+  StatusOr<c10::Device> device = ParseDevice(spec.device);
+  if (!device.ok()) return device.status();
+  PipelineOutcome outcome;
+  const auto load_start = std::chrono::steady_clock::now();
+  std::unique_ptr<VideoModel> model;
+  if (!spec.model_dir.empty()) {
+    if (spec.fault != FaultCase::kNone)
+      return Status::InvalidInput("fault cases apply to the reference pipeline, not to --model");
+    StatusOr<ModelManifest> manifest = ReadModelManifest(spec.model_dir);
+    if (!manifest.ok()) return manifest.status();
+    outcome.pipeline = "model:" + manifest->name;
+    outcome.sampler = manifest->sampler;
+    try {
+      StatusOr<std::unique_ptr<VideoModel>> loaded =
+          LoadModelPackage(spec.model_dir, spec.policy, *device);
+      if (!loaded.ok()) {
+        // A package that cannot run this policy here (no fp16 kernels) is not broken.
+        const ClassifiedError e = ClassifyError(loaded.status().message());
+        if (e.cls != ErrorClass::kUnsupportedOp) return loaded.status();
+        outcome.kind = PipelineOutcome::Kind::kUnsupported;
+        outcome.error = e;
+        outcome.unsupported = e.Reason();
+        return outcome;
+      }
+      model = std::move(*loaded);
+    } catch (const c10::Error& e) {
+      return Status::InvalidInput(spec.model_dir + ": " + ClassifyError(e.what()).message);
+    }
+  } else {
+    StatusOr<ReferenceSize> size = FindReferenceSize(spec.size);
+    if (!size.ok()) return size.status();
+    outcome.pipeline = "reference:" + size->name;
+    outcome.sampler = size->sampler;
+    StatusOr<std::unique_ptr<ReferenceModel>> created =
+        ReferenceModel::Create(*size, spec.policy, *device, spec.weight_seed, spec.fault);
+    if (!created.ok()) {
+      if (created.status().code() != Status::Code::kUnsupported) return created.status();
+      outcome.kind = PipelineOutcome::Kind::kUnsupported;
+      outcome.unsupported = created.status().message();
+      return outcome;
+    }
+    outcome.weight_bytes = (*created)->weights().StoredBytes();
+    outcome.parameters = (*created)->weights().NumParameters();
+    model = std::move(*created);
+  }
+  if (spec.sampler) outcome.sampler = *spec.sampler;
+  outcome.load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  if (on_module) model->SetObserver(on_module);
+
+  try {
+    outcome.result = Generate(*model, outcome.sampler, spec.seed, on_step);
+  } catch (const c10::Error& e) {
+    outcome.error = ClassifyError(e.what(), model->CurrentModule());
+    outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp
+                       ? PipelineOutcome::Kind::kUnsupported
+                       : PipelineOutcome::Kind::kError;
+    if (outcome.kind == PipelineOutcome::Kind::kUnsupported) outcome.unsupported = outcome.error.Reason();
+  } catch (const std::bad_alloc&) {
+    outcome.kind = PipelineOutcome::Kind::kError;
+    outcome.error = ClassifyError("bad_alloc: out of memory", model->CurrentModule());
+  }
+  return outcome;
+}
+
+}  // namespace framegate

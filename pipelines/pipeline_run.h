@@ -1,0 +1,53 @@
+// One pipeline config run end to end: builds the model (reference size or TorchScript
+// package) under a policy on a device, samples, decodes. Every exception from the model
+// is caught here and classified (harness/error_class.h): nothing escapes to the runner.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "harness/error_class.h"
+#include "harness/status.h"
+#include "pipelines/dtype_policy.h"
+#include "pipelines/fault_cases.h"
+#include "pipelines/sampler.h"
+
+namespace framegate {
+
+struct PipelineSpec {
+  std::string size = "tiny";  // reference size, unless model_dir is set
+  std::string model_dir;      // a TorchScript model package
+  DtypePolicy policy;
+  std::string device = "cpu";
+  uint64_t seed = 0;
+  uint64_t weight_seed = 0;
+  FaultCase fault = FaultCase::kNone;
+  std::optional<SamplerConfig> sampler;  // default: the size's or the package's
+
+  // "reference:tiny" or "model:<name from model.toml>" (package name needs the manifest).
+  std::string PipelineName() const;
+};
+
+struct PipelineOutcome {
+  enum class Kind { kFinished, kError, kUnsupported };
+  Kind kind = Kind::kFinished;
+  ClassifiedError error;       // kError (and kUnsupported from an unsupported op)
+  std::string unsupported;     // kUnsupported: why the device cannot run it
+  GenerationResult result;     // kFinished
+  std::string pipeline;        // "reference:tiny", "model:crosscheck"
+  SamplerConfig sampler;       // what ran
+  double load_seconds = 0;     // model creation and placement
+  int64_t weight_bytes = 0;    // bytes of the stored weights on the device
+  int64_t parameters = 0;
+};
+
+// Bad input (unknown size, broken package, bad device) is a Status; everything that
+// happens while running is a PipelineOutcome.
+StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec,
+                                      const ModuleObserver& on_module = nullptr,
+                                      const StepObserver& on_step = nullptr);
+
+// Parses "cpu" / "cuda:N"; Unsupported when this build lacks the device.
+StatusOr<c10::Device> ParseDevice(const std::string& text);
+
+}  // namespace framegate
