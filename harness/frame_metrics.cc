@@ -63,8 +63,8 @@ void Filter11(const std::array<double, kTaps>& t, const double* const src[kTaps]
     double acc[kBlock];  // local: no aliasing with src for the vectorizer to check
     for (int l = 0; l < kBlock; ++l) {
       const int64_t i = j + l;
-      acc[l] = t5 * s5[i] + t0 * (s0[i] + s10[i]) + t1 * (s1[i] + s9[i]) +
-               t2 * (s2[i] + s8[i]) + t3 * (s3[i] + s7[i]) + t4 * (s4[i] + s6[i]);
+      acc[l] = t5 * s5[i] + t0 * (s0[i] + s10[i]) + t1 * (s1[i] + s9[i]) + t2 * (s2[i] + s8[i]) +
+               t3 * (s3[i] + s7[i]) + t4 * (s4[i] + s6[i]);
     }
     for (int l = 0; l < kBlock; ++l) out[j + l] = acc[l];
   }
@@ -98,10 +98,10 @@ class SsimEngine {
 
   const std::array<double, kTaps> taps_ = GaussianTaps();
   int64_t channels_ = 0;
-  int64_t row_len_ = 0;     // width * channels
-  int64_t out_len_ = 0;     // (width - 2 * kRadius) * channels: the valid part of a row
-  int64_t out_padded_ = 0;  // out_len_ rounded up to kBlock
-  int64_t in_padded_ = 0;   // >= out_padded_ + 2 * kRadius * channels; a block multiple
+  int64_t row_len_ = 0;           // width * channels
+  int64_t out_len_ = 0;           // (width - 2 * kRadius) * channels: the valid part of a row
+  int64_t out_padded_ = 0;        // out_len_ rounded up to kBlock
+  int64_t in_padded_ = 0;         // >= out_padded_ + 2 * kRadius * channels; a block multiple
   std::vector<double> products_;  // [kNumMaps, in_padded_], zero past row_len_
   std::vector<double> ring_;      // [kTaps, kNumMaps, out_padded_], row r at slot r % kTaps
   std::vector<double> means_;     // [kNumMaps, out_padded_]: local means of one valid row
@@ -121,8 +121,7 @@ void SsimEngine::Resize(const FrameView& frame) {
 }
 
 double SsimEngine::Compute(const FrameView& ref, const FrameView& cand) {
-  assert(ref.height == cand.height && ref.width == cand.width &&
-         ref.channels == cand.channels);
+  assert(ref.height == cand.height && ref.width == cand.width && ref.channels == cand.channels);
   if (ref.height < kTaps || ref.width < kTaps || ref.channels < 1) return kNaN;
   Resize(ref);
   double sum = 0.0;
@@ -210,11 +209,11 @@ double SsimEngine::SsimRowSum(int64_t first_row) {
 
 // Sums over one frame pair that the video-level metrics are made of.
 struct FrameSums {
-  double sq_err = 0.0;       // sum (cand - ref)^2
-  double sq_ref = 0.0;       // sum ref^2
-  double max_abs = 0.0;      // max |cand - ref|; NaN if any difference is NaN
-  double sq_temporal = 0.0;  // sum ((c[t+1] - c[t]) - (r[t+1] - r[t]))^2, frame t
-  double sq_ref_delta = 0.0; // sum (r[t+1] - r[t])^2, frame t
+  double sq_err = 0.0;        // sum (cand - ref)^2
+  double sq_ref = 0.0;        // sum ref^2
+  double max_abs = 0.0;       // max |cand - ref|; NaN if any difference is NaN
+  double sq_temporal = 0.0;   // sum ((c[t+1] - c[t]) - (r[t+1] - r[t]))^2, frame t
+  double sq_ref_delta = 0.0;  // sum (r[t+1] - r[t])^2, frame t
 };
 
 // Partial sums over kBlock lanes, so that the loop vectorizes; Reduce() adds them up.
@@ -240,8 +239,7 @@ struct LaneSums {
 
 // The sums of frame t (r0, c0; n values each). r1, c1: frame t + 1, or null for the last
 // frame (no temporal sums). One pass, so each frame is read from memory once.
-FrameSums ErrorSums(const float* r0, const float* c0, const float* r1, const float* c1,
-                    int64_t n) {
+FrameSums ErrorSums(const float* r0, const float* c0, const float* r1, const float* c1, int64_t n) {
   LaneSums lanes;
   auto add_error = [&](int l, int64_t i) {
     const double d = static_cast<double>(c0[i]) - r0[i];
@@ -303,12 +301,11 @@ Status CheckSameShape(const VideoView& ref, const VideoView& cand) {
   for (const VideoView* v : {&ref, &cand}) {
     const char* name = v == &ref ? "reference" : "candidate";
     if (v->frames < 0 || v->height < 0 || v->width < 0 || v->channels < 0) {
-      return Status::InvalidInput(std::string(name) + " has a negative dimension: " +
-                                  v->ShapeString());
+      return Status::InvalidInput(std::string(name) +
+                                  " has a negative dimension: " + v->ShapeString());
     }
     if (v->data == nullptr && v->NumElements() > 0) {
-      return Status::InvalidInput(std::string(name) + " " + v->ShapeString() +
-                                  " has no data");
+      return Status::InvalidInput(std::string(name) + " " + v->ShapeString() + " has no data");
     }
   }
   if (ref.frames != cand.frames || ref.height != cand.height || ref.width != cand.width ||
@@ -320,8 +317,7 @@ Status CheckSameShape(const VideoView& ref, const VideoView& cand) {
 }
 
 double FramePsnr(const FrameView& ref, const FrameView& cand) {
-  assert(ref.height == cand.height && ref.width == cand.width &&
-         ref.channels == cand.channels);
+  assert(ref.height == cand.height && ref.width == cand.width && ref.channels == cand.channels);
   const int64_t n = ref.height * ref.width * ref.channels;
   return PsnrFromSqErr(ErrorSums(ref.data, cand.data, nullptr, nullptr, n).sq_err, n);
 }
@@ -336,8 +332,8 @@ namespace {
 // out->frames[t] and sums[t] for every frame t, on up to num_threads threads that take
 // the next frame from a shared counter. Should a thread fail to start, the others do
 // its share: the results do not depend on how many run.
-void ScoreFrames(const VideoView& ref, const VideoView& cand, int num_threads,
-                 VideoMetrics* out, std::vector<FrameSums>* sums) {
+void ScoreFrames(const VideoView& ref, const VideoView& cand, int num_threads, VideoMetrics* out,
+                 std::vector<FrameSums>* sums) {
   const int64_t num_frames = ref.frames;
   const int64_t frame_len = ref.height * ref.width * ref.channels;
   std::atomic<int64_t> next_frame{0};
@@ -389,8 +385,7 @@ void Summarize(const std::vector<FrameSums>& sums, VideoMetrics* out) {
   out->mean_ssim = ssim_sum / static_cast<double>(num_frames);
   out->max_abs = nan ? kNaN : total.max_abs;
   out->rel_l2 = SafeRatio(std::sqrt(total.sq_err), std::sqrt(total.sq_ref));
-  out->temporal_rel_l2 =
-      SafeRatio(std::sqrt(total.sq_temporal), std::sqrt(total.sq_ref_delta));
+  out->temporal_rel_l2 = SafeRatio(std::sqrt(total.sq_temporal), std::sqrt(total.sq_ref_delta));
 }
 
 }  // namespace

@@ -67,9 +67,9 @@ struct FrameScores {
 
 struct VideoMetrics {
   std::vector<FrameScores> frames;  // one per frame, in order
-  double min_psnr = 0.0;   // over frames; +infinity when every frame is identical
-  double mean_ssim = 0.0;  // over frames
-  double min_ssim = 0.0;   // over frames
+  double min_psnr = 0.0;            // over frames; +infinity when every frame is identical
+  double mean_ssim = 0.0;           // over frames
+  double min_ssim = 0.0;            // over frames
   // max |cand - ref| over all elements.
   double max_abs = 0.0;
   // ||cand - ref||_2 / ||ref||_2 over all elements.

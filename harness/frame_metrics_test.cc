@@ -82,8 +82,7 @@ Video LoadNpyVideo(const std::string& path) {
 class MetricVectorsTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MetricVectorsTest, AgreesWithScikitImage) {
-  const std::string dir =
-      std::string(FRAMEGATE_SHARED_DATA_DIR) + "/metric-vectors/" + GetParam();
+  const std::string dir = std::string(FRAMEGATE_SHARED_DATA_DIR) + "/metric-vectors/" + GetParam();
   const Video ref = LoadNpyVideo(dir + "/ref.npy");
   const Video cand = LoadNpyVideo(dir + "/cand.npy");
   std::ifstream json_file(dir + "/expected.json");
@@ -113,8 +112,8 @@ INSTANTIATE_TEST_SUITE_P(SharedVectors, MetricVectorsTest,
 
 // SSIM straight from the definition: a 2D 11x11 Gaussian window at every valid pixel,
 // variances apart (no shortcut of the optimized code), averaged over pixels and channels.
-double NaiveSsim(const std::vector<float>& x, const std::vector<float>& y, int64_t h,
-                 int64_t w, int64_t c) {
+double NaiveSsim(const std::vector<float>& x, const std::vector<float>& y, int64_t h, int64_t w,
+                 int64_t c) {
   double g[11], gsum = 0.0;
   for (int k = 0; k < 11; ++k) gsum += g[k] = std::exp(-(k - 5.0) * (k - 5.0) / (2 * 1.5 * 1.5));
   for (double& v : g) v /= gsum;
@@ -149,8 +148,8 @@ TEST(FrameMetricsTest, SsimMatchesTheDefinitionOnOddShapes) {
   std::normal_distribution<float> noise(0.0f, 0.05f);
   // 1x1 valid region, one channel, channel counts other than 3, rows that end inside
   // a block, rows of several blocks.
-  for (const Shape& s : {Shape{11, 11, 1}, Shape{11, 13, 3}, Shape{17, 40, 2},
-                         Shape{30, 19, 3}, Shape{12, 200, 3}, Shape{23, 16, 4}}) {
+  for (const Shape& s : {Shape{11, 11, 1}, Shape{11, 13, 3}, Shape{17, 40, 2}, Shape{30, 19, 3},
+                         Shape{12, 200, 3}, Shape{23, 16, 4}}) {
     SCOPED_TRACE(std::to_string(s.h) + "x" + std::to_string(s.w) + "x" + std::to_string(s.c));
     std::vector<float> x(s.h * s.w * s.c), y(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
@@ -228,9 +227,9 @@ TEST(FrameMetricsTest, ZeroDenominatorsFollowTheDocumentedRule) {
   EXPECT_EQ(ComputeVideoMetrics(ones.View(), moving.View()).temporal_rel_l2, kInf);
   // A single frame has no changes to compare.
   const Video one_frame = MovingPattern(1, 16, 16, 0);
-  EXPECT_EQ(ComputeVideoMetrics(one_frame.View(), AddNoise(one_frame, 0.1, 3).View())
-                .temporal_rel_l2,
-            0.0);
+  EXPECT_EQ(
+      ComputeVideoMetrics(one_frame.View(), AddNoise(one_frame, 0.1, 3).View()).temporal_rel_l2,
+      0.0);
 }
 
 TEST(FrameMetricsTest, NanInTheCandidateIsNeverAGoodScore) {

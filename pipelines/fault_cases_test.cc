@@ -10,7 +10,7 @@
 namespace framegate {
 namespace {
 
-PipelineOutcome Run(const std::string& policy, FaultCase fault, int steps = 0) {
+PipelineOutcome RunTiny(const std::string& policy, FaultCase fault, int steps = 0) {
   PipelineSpec spec;
   spec.policy = *FindPolicy(policy);
   spec.fault = fault;
@@ -33,53 +33,53 @@ TEST(FaultCaseTest, NamesRoundTrip) {
 }
 
 TEST(FaultCaseTest, F1TimeEmbedLeftInFp32RaisesDtypeMismatchInTimeEmbed) {
-  const PipelineOutcome o = Run("bf16", FaultCase::kTimeEmbedFp32, 1);
+  const PipelineOutcome o = RunTiny("bf16", FaultCase::kTimeEmbedFp32, 1);
   ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
   EXPECT_EQ(o.error.cls, ErrorClass::kDtypeMismatch);
   EXPECT_NE(o.error.message.find("mat1 and mat2 must have the same dtype"), std::string::npos);
   EXPECT_EQ(o.error.module, "time_embed.0");
-  EXPECT_EQ(Run("fp32", FaultCase::kTimeEmbedFp32, 1).kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_EQ(RunTiny("fp32", FaultCase::kTimeEmbedFp32, 1).kind, PipelineOutcome::Kind::kFinished);
 }
 
 TEST(FaultCaseTest, F4Fp32InputIntoBf16Conv3dRaisesDtypeMismatchInPatchEmbed) {
-  const PipelineOutcome o = Run("bf16", FaultCase::kInputFp32, 1);
+  const PipelineOutcome o = RunTiny("bf16", FaultCase::kInputFp32, 1);
   ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
   EXPECT_EQ(o.error.cls, ErrorClass::kDtypeMismatch);
   EXPECT_EQ(o.error.module, "patch_embed");
 }
 
 TEST(FaultCaseTest, F5Fp8WithoutUpcastIsRefusedAsFp8Promotion) {
-  const PipelineOutcome o = Run("fp8e4m3-bf16", FaultCase::kFp8NoUpcast, 1);
+  const PipelineOutcome o = RunTiny("fp8e4m3-bf16", FaultCase::kFp8NoUpcast, 1);
   ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
   EXPECT_EQ(o.error.cls, ErrorClass::kFp8Promotion);
   EXPECT_NE(o.error.message.find("Float8_e4m3fn"), std::string::npos);
   // The remedy: the same storage with the upcast at use runs.
-  EXPECT_EQ(Run("fp8e4m3-bf16", FaultCase::kNone, 1).kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_EQ(RunTiny("fp8e4m3-bf16", FaultCase::kNone, 1).kind, PipelineOutcome::Kind::kFinished);
 }
 
 TEST(FaultCaseTest, F2AttentionOverflowIsNonFiniteUnderFp16AndFineInBf16AndFp32) {
-  const PipelineOutcome fp16 = Run("fp16-emulated", FaultCase::kAttnOverflow);
+  const PipelineOutcome fp16 = RunTiny("fp16-emulated", FaultCase::kAttnOverflow);
   ASSERT_EQ(fp16.kind, PipelineOutcome::Kind::kFinished);
   EXPECT_FALSE(AllFinite(fp16));
   for (const char* remedy : {"bf16", "fp32"}) {
-    const PipelineOutcome ok = Run(remedy, FaultCase::kAttnOverflow);
+    const PipelineOutcome ok = RunTiny(remedy, FaultCase::kAttnOverflow);
     ASSERT_EQ(ok.kind, PipelineOutcome::Kind::kFinished) << remedy;
     EXPECT_TRUE(AllFinite(ok)) << remedy;
   }
 }
 
 TEST(FaultCaseTest, F3ActivationOverflowIsNonFiniteUnderFp16AndFineInBf16) {
-  const PipelineOutcome fp16 = Run("fp16-emulated", FaultCase::kActivationOverflow);
+  const PipelineOutcome fp16 = RunTiny("fp16-emulated", FaultCase::kActivationOverflow);
   ASSERT_EQ(fp16.kind, PipelineOutcome::Kind::kFinished);
   EXPECT_FALSE(AllFinite(fp16));
-  const PipelineOutcome bf16 = Run("bf16", FaultCase::kActivationOverflow);
+  const PipelineOutcome bf16 = RunTiny("bf16", FaultCase::kActivationOverflow);
   ASSERT_EQ(bf16.kind, PipelineOutcome::Kind::kFinished);
   EXPECT_TRUE(AllFinite(bf16));
 }
 
 TEST(PolicyRunTest, EveryPresetRunsTinyOrIsUnsupportedNamingTheOp) {
   for (const DtypePolicy& policy : PresetPolicies()) {
-    const PipelineOutcome o = Run(policy.name, FaultCase::kNone, 2);
+    const PipelineOutcome o = RunTiny(policy.name, FaultCase::kNone, 2);
     if (policy.compute == c10::kHalf) {
       // LibTorch 1.13 has no FP16 convolution/matmul on the CPU.
       ASSERT_EQ(o.kind, PipelineOutcome::Kind::kUnsupported) << policy.name;
@@ -95,8 +95,8 @@ TEST(PolicyRunTest, EveryPresetRunsTinyOrIsUnsupportedNamingTheOp) {
 }
 
 TEST(PolicyRunTest, Fp8StoredWeightsTakeAQuarterOfFp32Bytes) {
-  const PipelineOutcome fp32 = Run("fp32", FaultCase::kNone, 1);
-  const PipelineOutcome fp8 = Run("fp8e4m3-bf16", FaultCase::kNone, 1);
+  const PipelineOutcome fp32 = RunTiny("fp32", FaultCase::kNone, 1);
+  const PipelineOutcome fp8 = RunTiny("fp8e4m3-bf16", FaultCase::kNone, 1);
   EXPECT_EQ(fp8.weight_bytes * 4, fp32.weight_bytes);
 }
 
