@@ -142,6 +142,8 @@ def machine(report, repetitions):
         "- framegate %s, %s; run %s; %d repetitions, medians; sizes skipped: %s" % (
             ctx.get("framegate_git_sha", "?"), ctx.get("compiler", "?"), ctx.get("date", "?"),
             repetitions, ctx.get("skipped_sizes", "?")),
+        "- 1-minute load average: %s (the machine is shared: other work inflates times)" % (
+            ctx.get("load_average", "?")),
     ])
 
 
@@ -156,7 +158,10 @@ def main():
     args = parser.parse_args()
     if args.repetitions < 1:
         parser.error("--repetitions must be >= 1")
+    load_before = os.getloadavg()[0]
     report = run_bench(args.binary, args.repetitions, args.threads)
+    report.setdefault("context", {})["load_average"] = "%.2f before, %.2f after" % (
+        load_before, os.getloadavg()[0])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -26,7 +26,7 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
     model.BeginStep(0);
     model.PredictNoise(in.noise.to(opts), at::full({1}, 999.0, at::TensorOptions().device(model.device())),
                        in.cond.to(opts));
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     audit.step_error = ClassifyError(e.what(), model.CurrentModule());
   }
   model.SetMismatchLog(nullptr);

@@ -6,13 +6,10 @@
 #include <torch/script.h>
 #include <toml++/toml.h>
 
+#include "harness/error_class.h"
+
 namespace framegate {
 namespace {
-
-std::string FirstLine(const std::string& text) {
-  const auto end = text.find('\n');
-  return end == std::string::npos ? text : text.substr(0, end);
-}
 
 std::string ShapeString(const at::Tensor& t) {
   std::ostringstream out;
@@ -55,9 +52,9 @@ StatusOr<torch::jit::Module> LoadScript(const std::string& path, const DtypePoli
     module.eval();
     module.to(device, policy.compute);
     return module;
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     return Status::Corrupt(path + ": not a loadable TorchScript module: " +
-                           FirstLine(e.what_without_backtrace()));
+                           ClassifyError(e.what()).message);
   }
 }
 
@@ -131,9 +128,9 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
   at::Tensor eps, frames;
   try {
     eps = model->PredictNoise(x, t, cond);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     return Status::InvalidInput(dir + "/denoiser.pt: forward(x, t, cond) failed: " +
-                                FirstLine(e.what_without_backtrace()));
+                                ClassifyError(e.what()).message);
   }
   if (eps.sizes() != x.sizes()) {
     return Status::InvalidInput(dir + "/denoiser.pt: output shape " + ShapeString(eps) +
@@ -141,9 +138,9 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
   }
   try {
     frames = model->Decode(x);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     return Status::InvalidInput(dir + "/decoder.pt: forward(z) failed: " +
-                                FirstLine(e.what_without_backtrace()));
+                                ClassifyError(e.what()).message);
   }
   if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 ||
       frames.size(2) != g.frames) {

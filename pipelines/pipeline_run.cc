@@ -53,7 +53,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
         return outcome;
       }
       model = std::move(*loaded);
-    } catch (const c10::Error& e) {
+    } catch (const std::exception& e) {
       return Status::InvalidInput(spec.model_dir + ": " + ClassifyError(e.what()).message);
     }
   } else {
@@ -80,15 +80,16 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
 
   try {
     outcome.result = Generate(*model, outcome.sampler, spec.seed, on_step);
-  } catch (const c10::Error& e) {
+  } catch (const std::bad_alloc&) {
+    outcome.kind = PipelineOutcome::Kind::kError;
+    outcome.error = ClassifyError("bad_alloc: out of memory", model->CurrentModule());
+  } catch (const std::exception& e) {  // c10::Error, TorchScript interpreter errors
     outcome.error = ClassifyError(e.what(), model->CurrentModule());
     outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp
                        ? PipelineOutcome::Kind::kUnsupported
                        : PipelineOutcome::Kind::kError;
-    if (outcome.kind == PipelineOutcome::Kind::kUnsupported) outcome.unsupported = outcome.error.Reason();
-  } catch (const std::bad_alloc&) {
-    outcome.kind = PipelineOutcome::Kind::kError;
-    outcome.error = ClassifyError("bad_alloc: out of memory", model->CurrentModule());
+    if (outcome.kind == PipelineOutcome::Kind::kUnsupported)
+      outcome.unsupported = outcome.error.Reason();
   }
   return outcome;
 }

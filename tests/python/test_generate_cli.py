@@ -47,7 +47,7 @@ def test_generate_rejects_bad_input_with_exit_2(tmp_path):
 
 
 def test_every_subcommand_has_help():
-    for command in ("generate", "info"):
+    for command in ("audit", "generate", "info"):
         r = run(command, "--help")
         assert r.returncode == 0 and "--threads" in r.stdout
 
@@ -58,3 +58,63 @@ def test_info_reports_libtorch_blas_threads_and_cpu():
     assert info["threads"] == 1
     assert "blas" in info["blas"] or "openblas" in info["blas"]
     assert info["devices"][0]["device"] == "cpu" and info["devices"][0]["cores"] >= 1
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pkg") / "crosscheck"
+    source = pathlib.Path(os.environ.get("FRAMEGATE_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+    subprocess.run(["/usr/bin/python3", str(source / "pipelines/crosscheck/make_crosscheck_package.py"),
+                    str(out)], check=True, capture_output=True)
+    return out
+
+
+@pytest.mark.parametrize("policy", ["fp32", "bf16"])
+def test_model_package_runs_under_fp32_and_bf16(package, tmp_path, policy):
+    r = run("generate", "--model", str(package), "--policy", policy, "--out", str(tmp_path), "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    frames = np.load(tmp_path / "frames.npy")
+    assert np.isfinite(frames).all() and frames.std() > 0.01
+    assert json.loads((tmp_path / "generation.json").read_text())["policy"] == policy
+
+
+def test_model_package_fp16_on_cpu_is_unsupported_not_a_crash(package, tmp_path):
+    r = run("generate", "--model", str(package), "--policy", "fp16", "--out", str(tmp_path), check=False)
+    assert r.returncode == 1
+    assert "unsupported_op" in r.stderr and "not implemented for 'Half'" in r.stderr
+
+
+def test_broken_packages_give_one_line_errors_naming_the_file(package, tmp_path):
+    import shutil
+    broken = tmp_path / "broken"
+    shutil.copytree(package, broken)
+    (broken / "decoder.pt").unlink()
+    r = run("generate", "--model", str(broken), "--out", str(tmp_path / "o"), check=False)
+    assert r.returncode == 2 and "decoder.pt: file is missing" in r.stderr and r.stderr.count("\n") == 1
+    (broken / "decoder.pt").write_bytes(b"this is not torchscript")
+    r = run("generate", "--model", str(broken), "--out", str(tmp_path / "o"), check=False)
+    assert r.returncode == 2 and "decoder.pt: not a loadable TorchScript module" in r.stderr
+    assert r.stderr.count("\n") == 1
+    shutil.copy(package / "decoder.pt", broken / "decoder.pt")
+    (broken / "model.toml").write_text((package / "model.toml").read_text().replace("channels", "chanels"))
+    r = run("generate", "--model", str(broken), "--out", str(tmp_path / "o"), check=False)
+    assert r.returncode == 2 and "model.toml: [latent] channels must be a positive integer" in r.stderr
+    (broken / "model.toml").write_text("name = [unclosed\n")
+    r = run("generate", "--model", str(broken), "--out", str(tmp_path / "o"), check=False)
+    assert r.returncode == 2 and "model.toml:1:" in r.stderr
+
+
+def test_audit_names_the_offending_modules_and_exits_1():
+    r = run("audit", "--policy", "bf16", "--fault", "time-embed-fp32", "--threads", "1", check=False)
+    assert r.returncode == 1
+    assert "time_embed.0.weight: fp32, policy wants bf16" in r.stdout
+    assert "time_embed.0: input bf16, weight fp32" in r.stdout
+    r = run("audit", "--policy", "bf16", "--fault", "input-fp32", "--threads", "1", check=False)
+    assert r.returncode == 1 and "patch_embed: input fp32, weight bf16" in r.stdout
+    r = run("audit", "--policy", "bf16", "--threads", "1", check=False)
+    assert r.returncode == 0 and "clean" in r.stdout
+
+
+def test_audit_of_a_package(package):
+    r = run("audit", "--model", str(package), "--policy", "bf16", check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
