@@ -42,7 +42,7 @@ struct DtypePolicy {
   }
 };
 
-// Policies by name, in file order. Parsed from TOML text ([policy.NAME] tables, see
+// Policies sorted by name. Parsed from TOML text ([policy.NAME] tables, see
 // pipelines/policies.toml); errors name `source`, the line/column or policy, and the problem.
 using PolicySet = std::vector<DtypePolicy>;
 StatusOr<PolicySet> ParsePolicies(const std::string& toml_text, const std::string& source);

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,11 @@ struct GenerateOptions {
   PipelineCliOptions pipeline;
   std::string out_dir;
   int threads = 0;
+  bool activation_stats = false;
 };
+
+// Per module: the largest |value| of its output over every step (and the decode).
+using ActivationAbsmax = std::map<std::string, double>;
 
 Status WriteOutputs(const std::string& dir, const GenerationResult& result) {
   const at::Tensor& frames = result.frames;  // [T, H, W, 3]
@@ -44,7 +49,15 @@ int RunGenerate(const GenerateOptions& o) {
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return ReportError(Status::IoError(o.out_dir + ": cannot create: " + ec.message()));
 
-  StatusOr<PipelineOutcome> outcome = RunPipeline(*spec);
+  ActivationAbsmax absmax;
+  ModuleObserver observer;
+  if (o.activation_stats) {
+    observer = [&absmax](const ModuleOutput& out) {
+      double& m = absmax[out.module];
+      m = std::max(m, out.value.abs().max().item<double>());
+    };
+  }
+  StatusOr<PipelineOutcome> outcome = RunPipeline(*spec, observer);
   if (!outcome.ok()) return ReportError(outcome.status());
   if (outcome->kind == PipelineOutcome::Kind::kUnsupported) {
     std::cerr << "framegate: unsupported: " << outcome->unsupported << "\n";
@@ -78,6 +91,9 @@ int RunGenerate(const GenerateOptions& o) {
       {"threads", at::get_num_threads()},
   };
   std::ofstream(o.out_dir + "/generation.json") << record.dump(2) << "\n";
+  if (o.activation_stats) {
+    std::ofstream(o.out_dir + "/activations.json") << nlohmann::json(absmax).dump(2) << "\n";
+  }
   std::cout << outcome->pipeline << " on " << spec->device << " (" << spec->policy.name
             << ", seed " << spec->seed << "): " << result.frames.size(0) << " frames "
             << result.frames.size(2) << "x" << result.frames.size(1) << ", " << sampler.steps
@@ -94,6 +110,8 @@ Command AddGenerateCommand(CLI::App& parent) {
       "generate", "Run one pipeline config on one device and write its frames (PNG + frames.npy)");
   AddPipelineOptions(app, &o->pipeline);
   app->add_option("--out", o->out_dir, "Output folder")->required();
+  app->add_flag("--activation-stats", o->activation_stats,
+                "Also write activations.json: each module's output absmax over the run");
   AddThreadsOption(app, &o->threads);
   return {app, [o] { return RunGenerate(*o); }};
 }

@@ -1,4 +1,5 @@
 // framegate info: what this build and host are (versions, BLAS, threads, devices).
+#include <cstdio>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -6,6 +7,7 @@
 #include "harness/build_info.h"
 #include "harness/cli/commands.h"
 #include "harness/memory_info.h"
+#include "pipelines/reference_model.h"
 
 namespace framegate {
 namespace {
@@ -13,7 +15,41 @@ namespace {
 struct InfoOptions {
   int threads = 0;
   bool json = false;
+  std::vector<std::string> policies;  // report weight bytes under these ("all": every preset)
+  std::string size = "tiny";
 };
+
+// Stored weight bytes of the reference size under each policy (islands included).
+StatusOr<nlohmann::json> PolicyWeightBytes(const InfoOptions& options) {
+  StatusOr<ReferenceSize> size = FindReferenceSize(options.size);
+  if (!size.ok()) return size.status();
+  std::vector<DtypePolicy> policies;
+  for (const std::string& name : options.policies) {
+    if (name == "all") {
+      policies.insert(policies.end(), PresetPolicies().begin(), PresetPolicies().end());
+      continue;
+    }
+    StatusOr<DtypePolicy> p = FindPolicy(name);
+    if (!p.ok()) return p.status();
+    policies.push_back(*p);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int64_t fp32_bytes = 0;
+  for (const DtypePolicy& policy : std::vector<DtypePolicy>{Fp32Policy()}) {
+    StatusOr<std::unique_ptr<ReferenceModel>> m = ReferenceModel::Create(*size, policy, c10::Device("cpu"));
+    if (!m.ok()) return m.status();
+    fp32_bytes = (*m)->weights().StoredBytes();
+  }
+  for (const DtypePolicy& policy : policies) {
+    StatusOr<std::unique_ptr<ReferenceModel>> m = ReferenceModel::Create(*size, policy, c10::Device("cpu"));
+    if (!m.ok()) return m.status();
+    const int64_t bytes = (*m)->weights().StoredBytes();
+    rows.push_back({{"policy", policy.name}, {"size", size->name},
+                    {"parameters", (*m)->weights().NumParameters()}, {"weight_bytes", bytes},
+                    {"ratio_to_fp32", double(bytes) / double(fp32_bytes)}});
+  }
+  return rows;
+}
 
 int RunInfo(const InfoOptions& options) {
   ConfigureThreads(options.threads);
@@ -34,6 +70,11 @@ int RunInfo(const InfoOptions& options) {
          {"features", cpu.features},
          {"memory_available", AvailableDeviceBytes(c10::Device("cpu"))}}}},
   };
+  if (!options.policies.empty()) {
+    StatusOr<nlohmann::json> rows = PolicyWeightBytes(options);
+    if (!rows.ok()) return ReportError(rows.status());
+    j["policies"] = *rows;
+  }
   if (options.json) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
@@ -50,6 +91,14 @@ int RunInfo(const InfoOptions& options) {
   for (const std::string& f : cpu.features) std::cout << " " << f;
   std::cout << "\n";
   if (!build.libtorch_has_cuda) std::cout << "  cuda    none (this LibTorch has no CUDA)\n";
+  if (j.contains("policies")) {
+    std::cout << "weights of reference:" << options.size << " per policy:\n";
+    for (const auto& row : j["policies"]) {
+      std::printf("  %-20s %12lld bytes  %5.3f x fp32\n", row["policy"].get<std::string>().c_str(),
+                  static_cast<long long>(row["weight_bytes"].get<int64_t>()),
+                  row["ratio_to_fp32"].get<double>());
+    }
+  }
   return kExitOk;
 }
 
@@ -60,6 +109,9 @@ Command AddInfoCommand(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("info", "Show the build, LibTorch, BLAS, threads and devices");
   AddThreadsOption(app, &options->threads);
   app->add_flag("--json", options->json, "Print as JSON");
+  app->add_option("--policy", options->policies,
+                  "Report the stored weight bytes under these policies ('all': every preset)");
+  app->add_option("--size", options->size, "Reference size for --policy")->capture_default_str();
   return {app, [options] { return RunInfo(*options); }};
 }
 

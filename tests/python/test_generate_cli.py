@@ -118,3 +118,13 @@ def test_audit_names_the_offending_modules_and_exits_1():
 def test_audit_of_a_package(package):
     r = run("audit", "--model", str(package), "--policy", "bf16", check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_info_reports_weight_bytes_per_policy_fp8_a_quarter_of_fp32():
+    info = json.loads(run("info", "--json", "--policy", "fp32", "--policy", "fp8e4m3-bf16",
+                          "--policy", "bf16").stdout)
+    rows = {row["policy"]: row for row in info["policies"]}
+    assert rows["fp8e4m3-bf16"]["weight_bytes"] * 4 == rows["fp32"]["weight_bytes"]
+    assert rows["bf16"]["weight_bytes"] * 2 == rows["fp32"]["weight_bytes"]
+    r = run("info", "--policy", "fp13", check=False)
+    assert r.returncode == 2 and "unknown policy 'fp13'" in r.stderr
