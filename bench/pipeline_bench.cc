@@ -8,11 +8,14 @@
 //   BM_Decode/<size>        one Decode of latents [1, C, T, h, w] (T frames), FP32
 //
 // Counters: GFLOP/s (analytic FLOPs from pipelines/flop_count.h over wall time), frames/s
-// (decode), flops / batch / steps / frames (the size's figures, for the table script) and
-// peak_rss_bytes, this process's peak resident set during the benchmark's timed runs
-// (the peak is reset before each benchmark where Linux allows it; otherwise it is the
-// process's peak so far). Times are wall-clock (UseRealTime): LibTorch runs on a thread
-// pool, so the main thread's CPU time would undercount.
+// (decode), flops / batch / steps / frames (the size's figures, for the table script),
+// peak_rss_bytes (this process's peak resident set during the timed loop: the peak is
+// reset before it where Linux allows, else it is the process's peak so far), and
+// probe_GFLOP/s, a 2048 matmul timed just before and just after the loop: on a shared
+// machine the rate the BLAS reaches changes from minute to minute, so the step/matmul
+// ratio is also taken per repetition against this adjacent probe.
+// Times are wall-clock (UseRealTime): LibTorch runs on a thread pool, so the main
+// thread's CPU time would undercount. Iteration counts are fixed per benchmark.
 //
 // Sizes: tiny and small when they fit the device's available memory; large only with
 // FRAMEGATE_BENCH_LARGE=1 as well (it is meant for GPUs). Environment:
@@ -21,7 +24,13 @@
 //   FRAMEGATE_BENCH_DEVICE=D   device to run on (default cpu; others need a build for them)
 #include <benchmark/benchmark.h>
 
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -32,6 +41,7 @@
 
 #include "harness/build_info.h"
 #include "harness/device_sync.h"
+#include "harness/error_class.h"
 #include "harness/memory_info.h"
 #include "pipelines/flop_count.h"
 #include "pipelines/reference_model.h"
@@ -40,9 +50,16 @@
 namespace framegate {
 namespace {
 
-constexpr double kMinSeconds = 0.5;  // per repetition; a small step runs once
+// Iterations per repetition: fixed (not MinTime), so that one stall on a shared machine
+// cannot set the count of every repetition, and sized by work: about kGflopPerRepetition
+// per repetition (tiny step: 10, tiny decode: 19, small step and decode: 1).
+constexpr double kGflopPerRepetition = 30.0;
+constexpr int64_t kMatmulIterations = 5;
 constexpr int64_t kMatmulSize = 2048;
 constexpr double kTimestep = 500.0;
+
+// The batch of one sampler step: 2 under classifier-free guidance (sampler.h).
+int64_t StepBatch(const ReferenceSize& size) { return size.sampler.guidance > 1.0 ? 2 : 1; }
 
 std::string EnvString(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
@@ -82,7 +99,7 @@ Status Load(const ReferenceSize& size, c10::Device device) {
   StatusOr<std::unique_ptr<ReferenceModel>> model =
       ReferenceModel::Create(size, Fp32Policy(), device);
   if (!model.ok()) return model.status();
-  const int64_t batch = size.sampler.guidance > 1.0 ? 2 : 1;
+  const int64_t batch = StepBatch(size);
   const GenerationInputs in = DrawInputs(size.latent, 0);
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   m.latents = in.noise.to(opts);
@@ -109,8 +126,53 @@ void SetRate(benchmark::State& state, const char* name, double per_iteration) {
       benchmark::Counter(per_iteration, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_DenoiserStep(benchmark::State& state, const ReferenceSize& size, c10::Device device) {
+// GFLOP/s of one [n, n] x [n, n] float32 matmul run now (after one untimed warm-up).
+double ProbeMatmulGflops(c10::Device device) {
+  const int64_t n = kMatmulSize;
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  const at::Tensor a = at::randn({n, n}, opts), b = at::randn({n, n}, opts);
+  at::Tensor c = at::empty({n, n}, opts);
+  at::mm_out(c, a, b);
+  SynchronizeDevice(device);
+  const auto start = std::chrono::steady_clock::now();
+  at::mm_out(c, a, b);
+  SynchronizeDevice(device);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return 2.0 * double(n) * double(n) * double(n) * 1e-9 / seconds;
+}
+
+// Runs a benchmark's body; an exception from LibTorch skips the benchmark with the
+// failure class harness/error_class.h gives it ("out_of_memory: ...").
+template <class Body>
+void Guarded(benchmark::State& state, Body&& body) {
   try {
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(ClassifyError(e.what()).Reason().c_str());
+  }
+}
+
+// Times `run` (one iteration) in the benchmark loop. Around the loop: a matmul probe
+// before and after (counter "probe_GFLOP/s", their mean, so that the step/matmul ratio
+// can be taken from rates measured seconds apart on a shared machine), and the peak RSS
+// of the loop alone (freed heap memory returned to the system first).
+template <class Run>
+void TimedLoop(benchmark::State& state, c10::Device device, Run&& run) {
+  const double before = ProbeMatmulGflops(device);
+  malloc_trim(0);
+  ResetPeakRss();
+  for (auto _ : state) {
+    run();
+    SynchronizeDevice(device);
+  }
+  SetPeakRss(state);
+  const double after = ProbeMatmulGflops(device);
+  state.counters["probe_GFLOP/s"] = (before + after) / 2.0;
+}
+
+void BM_DenoiserStep(benchmark::State& state, const ReferenceSize& size, c10::Device device) {
+  Guarded(state, [&] {
     const Status loaded = Load(size, device);
     if (!loaded.ok()) return state.SkipWithError(loaded.ToString().c_str());
     BenchModel& m = Current();
@@ -120,12 +182,10 @@ void BM_DenoiserStep(benchmark::State& state, const ReferenceSize& size, c10::De
       SynchronizeDevice(device);
       m.step_warm = true;
     }
-    ResetPeakRss();
-    for (auto _ : state) {
+    TimedLoop(state, device, [&m] {
       at::Tensor eps = m.model->PredictNoise(m.x, m.t, m.cond);  // [B, C, T, h, w]
-      SynchronizeDevice(device);
       benchmark::DoNotOptimize(eps.data_ptr());
-    }
+    });
     const int64_t batch = m.x.size(0);
     const double flops = double(DenoiserStepFlops(size, batch));
     SetRate(state, "GFLOP/s", flops * 1e-9);
@@ -133,14 +193,11 @@ void BM_DenoiserStep(benchmark::State& state, const ReferenceSize& size, c10::De
     state.counters["batch"] = double(batch);
     state.counters["steps"] = double(size.sampler.steps);
     state.counters["frames"] = double(size.latent.frames);
-    SetPeakRss(state);
-  } catch (const c10::Error& e) {
-    state.SkipWithError(e.what_without_backtrace());
-  }
+  });
 }
 
 void BM_Decode(benchmark::State& state, const ReferenceSize& size, c10::Device device) {
-  try {
+  Guarded(state, [&] {
     const Status loaded = Load(size, device);
     if (!loaded.ok()) return state.SkipWithError(loaded.ToString().c_str());
     BenchModel& m = Current();
@@ -150,44 +207,44 @@ void BM_Decode(benchmark::State& state, const ReferenceSize& size, c10::Device d
       SynchronizeDevice(device);
       m.decode_warm = true;
     }
-    ResetPeakRss();
-    for (auto _ : state) {
+    TimedLoop(state, device, [&m] {
       at::Tensor rgb = m.model->Decode(m.latents);  // [1, 3, T, H, W]
-      SynchronizeDevice(device);
       benchmark::DoNotOptimize(rgb.data_ptr());
-    }
+    });
     const double flops = double(DecodeFlops(size));
     SetRate(state, "GFLOP/s", flops * 1e-9);
     SetRate(state, "frames/s", double(size.latent.frames));
     state.counters["flops"] = flops;
     state.counters["frames"] = double(size.latent.frames);
-    SetPeakRss(state);
-  } catch (const c10::Error& e) {
-    state.SkipWithError(e.what_without_backtrace());
-  }
+  });
 }
 
 // C = A B, all [n, n] float32: 2 n^3 FLOPs, the rate this machine's BLAS reaches.
 void BM_MatmulFp32(benchmark::State& state, c10::Device device) {
-  try {
+  Guarded(state, [&] {
     const int64_t n = state.range(0);
     const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
     const at::Tensor a = at::randn({n, n}, opts), b = at::randn({n, n}, opts);
     at::Tensor c = at::empty({n, n}, opts);
     at::mm_out(c, a, b);  // warm-up
     SynchronizeDevice(device);
+    malloc_trim(0);
     ResetPeakRss();
     for (auto _ : state) {
       at::mm_out(c, a, b);
       SynchronizeDevice(device);
       benchmark::DoNotOptimize(c.data_ptr());
     }
-    SetRate(state, "GFLOP/s", 2.0 * double(n) * double(n) * double(n) * 1e-9);
-    state.counters["flops"] = 2.0 * double(n) * double(n) * double(n);
     SetPeakRss(state);
-  } catch (const c10::Error& e) {
-    state.SkipWithError(e.what_without_backtrace());
-  }
+    const double flops = 2.0 * double(n) * double(n) * double(n);
+    SetRate(state, "GFLOP/s", flops * 1e-9);
+    state.counters["flops"] = flops;
+  });
+}
+
+benchmark::IterationCount IterationsFor(int64_t flops) {
+  return std::max<benchmark::IterationCount>(
+      1, std::llround(kGflopPerRepetition / (double(flops) * 1e-9)));
 }
 
 // Registers the matmul and every size that fits `device`; explains the sizes it skips
@@ -197,7 +254,7 @@ void RegisterBenchmarks(c10::Device device) {
       ->Arg(kMatmulSize)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime()
-      ->MinTime(kMinSeconds);
+      ->Iterations(kMatmulIterations);
   const bool want_large = EnvString("FRAMEGATE_BENCH_LARGE", "0") == "1";
   const int64_t available = AvailableDeviceBytes(device);
   std::string skipped;
@@ -205,7 +262,7 @@ void RegisterBenchmarks(c10::Device device) {
     const int64_t need = EstimateReferenceBytes(size, Fp32Policy());
     std::string why;
     if (size.name == "large" && !want_large) why = "FRAMEGATE_BENCH_LARGE=1 not set";
-    if (why.empty() && !(available > 0 && need < available)) {
+    if (why.empty() && available > 0 && need >= available) {  // 0: unknown, try it
       why = "needs about " + FormatBytes(need) + ", " + device.str() + " has " +
             FormatBytes(available) + " available";
     }
@@ -218,11 +275,11 @@ void RegisterBenchmarks(c10::Device device) {
                                  size, device)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
-        ->MinTime(kMinSeconds);
+        ->Iterations(IterationsFor(DenoiserStepFlops(size, StepBatch(size))));
     benchmark::RegisterBenchmark(("BM_Decode/" + size.name).c_str(), BM_Decode, size, device)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
-        ->MinTime(kMinSeconds);
+        ->Iterations(IterationsFor(DecodeFlops(size)));
   }
   benchmark::AddCustomContext("skipped_sizes", skipped.empty() ? "none" : skipped);
 }
@@ -241,6 +298,10 @@ void AddMachineContext(int threads, c10::Device device) {
   benchmark::AddCustomContext("libtorch", build.libtorch_version);
   benchmark::AddCustomContext("blas", build.blas);
   benchmark::AddCustomContext("compiler", build.compiler);
+  // The process's resident set before any benchmark (LibTorch and BLAS loaded): every
+  // peak_rss_bytes includes it.
+  ResetPeakRss();
+  benchmark::AddCustomContext("baseline_rss_bytes", std::to_string(PeakRssBytes()));
 }
 
 }  // namespace

@@ -12,8 +12,12 @@ over the repetitions of that same run (the matmul the ratio divides by included)
   generation s     steps x step + decode, the estimate of a whole generation
   generation fps   T / generation s
   peak RSS         the process's peak resident set while that size's step or decode ran
-  step/matmul      step GFLOP/s over BM_MatmulFp32/2048's GFLOP/s: how close the
-                   pipeline runs to what this machine's BLAS reaches
+  matmul GFLOP/s   BM_MatmulFp32/2048, the rate this machine's BLAS reaches
+  step/matmul      step GFLOP/s over matmul GFLOP/s (the two medians): how close the
+                   pipeline runs to this machine's limit
+  paired           median over repetitions of step GFLOP/s over the 2048 matmul probe
+                   timed just before and after that repetition's steps (probe_GFLOP/s):
+                   the same ratio, robust to load that comes and goes on a shared machine
 
 Standard library only. Exit 2 when the binary cannot run or its output cannot be read.
 """
@@ -63,8 +67,15 @@ def repetitions_by_name(report):
             print("pipeline_table: %s failed: %s" % (b["name"], b.get("error_message")),
                   file=sys.stderr)
             continue
-        runs.setdefault(b.get("run_name", b["name"]), []).append(b)
+        runs.setdefault(base_name(b.get("run_name", b["name"])), []).append(b)
     return runs
+
+
+def base_name(run_name):
+    """"BM_Decode/tiny/min_time:0.500/real_time" -> "BM_Decode/tiny"."""
+    parts = [p for p in run_name.split("/")
+             if ":" not in p and p not in ("real_time", "manual_time")]
+    return "/".join(parts)
 
 
 def median(runs, key):
@@ -107,8 +118,8 @@ def table(report):
     lines = [
         "| size | step ms (spread) | step GFLOP/s | decode ms | decode frames/s | "
         "steps | generation s | generation frames/s | peak RSS | matmul GFLOP/s | "
-        "step/matmul |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "step/matmul | paired |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size in size_names(runs):
         step = runs.get("BM_DenoiserStep/" + size)
@@ -121,12 +132,14 @@ def table(report):
         generation_s = steps * step_s + decode_s
         step_gflops = median(step, "GFLOP/s")
         peak = max(median(step, "peak_rss_bytes"), median(decode, "peak_rss_bytes"))
+        paired = statistics.median(
+            float(r["GFLOP/s"]) / float(r["probe_GFLOP/s"]) for r in step)
         lines.append(
             "| %s (batch %d) | %.1f (%.0f%%) | %.1f | %.1f | %.1f | %d | %.2f | %.2f | %s | "
-            "%.1f | %.2f |" % (
+            "%.1f | %.2f | %.2f |" % (
                 size, int(step[0]["batch"]), 1e3 * step_s, spread(step), step_gflops,
                 1e3 * decode_s, median(decode, "frames/s"), steps, generation_s,
-                frames / generation_s, mib(peak), matmul, step_gflops / matmul))
+                frames / generation_s, mib(peak), matmul, step_gflops / matmul, paired))
     return "\n".join(lines)
 
 
@@ -142,6 +155,8 @@ def machine(report, repetitions):
         "- framegate %s, %s; run %s; %d repetitions, medians; sizes skipped: %s" % (
             ctx.get("framegate_git_sha", "?"), ctx.get("compiler", "?"), ctx.get("date", "?"),
             repetitions, ctx.get("skipped_sizes", "?")),
+        "- peak RSS is the whole process's, LibTorch's baseline of %s included" % (
+            mib(float(ctx.get("baseline_rss_bytes", "nan")))),
         "- 1-minute load average: %s (the machine is shared: other work inflates times)" % (
             ctx.get("load_average", "?")),
     ])
