@@ -79,6 +79,11 @@ int RunGenerate(const GenerateOptions& o) {
       {"device", spec->device},
       {"policy", spec->policy.name},
       {"fault", FaultCaseName(spec->fault)},
+      // Accumulation flags are part of the policy; they take effect only on CUDA.
+      {"accumulation", {{"allow_tf32", spec->policy.allow_tf32},
+                        {"fp16_reduced_precision_reduction",
+                         spec->policy.fp16_reduced_precision_reduction},
+                        {"applicable", spec->device.rfind("cuda", 0) == 0}}},
       {"seed", spec->seed},
       {"weight_seed", spec->weight_seed},
       {"sampler", {{"kind", SamplerKindName(sampler.kind)}, {"steps", sampler.steps},
