@@ -58,7 +58,7 @@ def run_bench(binary, repetitions, threads):
 
 
 def repetitions_by_name(report):
-    """{run_name: [iteration-run dicts]}: the per-repetition entries, aggregates dropped."""
+    """{benchmark name: [per-repetition entries]}; aggregates and failed runs dropped."""
     runs = {}
     for b in report.get("benchmarks", []):
         if b.get("run_type") != "iteration":
@@ -72,7 +72,7 @@ def repetitions_by_name(report):
 
 
 def base_name(run_name):
-    """"BM_Decode/tiny/min_time:0.500/real_time" -> "BM_Decode/tiny"."""
+    """BM_Decode/tiny/iterations:19/real_time -> BM_Decode/tiny (suffixes dropped)."""
     parts = [p for p in run_name.split("/")
              if ":" not in p and p not in ("real_time", "manual_time")]
     return "/".join(parts)

@@ -41,13 +41,13 @@ int64_t DenoiserStepFlops(const ReferenceSize& size, int64_t batch) {
   const int64_t tokens = b * t * s;                  // positions of [B, H, T, h', w']
   const int64_t l = g.cond_tokens, d = g.cond_dim;
 
-  int64_t macs = ConvMacs(tokens, h, c, p * p);  // patch_embed, kernel (1, p, p), stride p
-  macs += 2 * LinearMacs(b, h, h);               // time_embed.0, time_embed.2
-  int64_t block = 2 * ConvMacs(tokens, h, h, 9);         // res.conv1, res.conv2, (1, 3, 3)
-  block += LinearMacs(b, h, h);                          // res.temb
-  block += AttentionMacs(b * t, s, s, h, h);             // spatial: [B T, h'w', H]
-  block += AttentionMacs(b * s, t, t, h, h);             // temporal: [B h'w', T, H]
-  block += AttentionMacs(b, t * s, l, h, d);             // cross: [B, T h'w', H] to [B, L, D]
+  int64_t macs = ConvMacs(tokens, h, c, p * p);   // patch_embed, kernel (1, p, p), stride p
+  macs += 2 * LinearMacs(b, h, h);                // time_embed.0, time_embed.2
+  int64_t block = 2 * ConvMacs(tokens, h, h, 9);  // res.conv1, res.conv2, (1, 3, 3)
+  block += LinearMacs(b, h, h);                   // res.temb
+  block += AttentionMacs(b * t, s, s, h, h);      // spatial: [B T, h'w', H]
+  block += AttentionMacs(b * s, t, t, h, h);      // temporal: [B h'w', T, H]
+  block += AttentionMacs(b, t * s, l, h, d);      // cross: [B, T h'w', H] to [B, L, D]
   block += LinearMacs(tokens, h, 4 * h) + LinearMacs(tokens, 4 * h, h);  // ff.fc1, ff.fc2
   macs += size.depth * block;
   macs += ConvMacs(tokens, c * p * p, h, 1);  // out.proj, 1x1x1
@@ -63,10 +63,10 @@ int64_t DecodeFlops(const ReferenceSize& size) {
   int64_t macs = ConvMacs(pixels, ch, g.channels, 9);  // conv_in
   macs += 2 * ConvMacs(pixels, ch, ch, 9);             // mid.conv1, mid.conv2
   for (int64_t u = 0; u < Log2(size.upsample); ++u) {
-    pixels *= 4;                                       // 2x nearest upsampling
-    macs += ConvMacs(pixels, ch / 2, ch, 9);           // up<u>.conv
+    pixels *= 4;                              // 2x nearest upsampling
+    macs += ConvMacs(pixels, ch / 2, ch, 9);  // up<u>.conv
     ch /= 2;
-    macs += 2 * ConvMacs(pixels, ch, ch, 9);           // up<u>.res.conv1, conv2
+    macs += 2 * ConvMacs(pixels, ch, ch, 9);  // up<u>.res.conv1, conv2
   }
   macs += ConvMacs(pixels, 3, ch, 9);  // conv_out
   return kFlopsPerMac * macs;
