@@ -34,12 +34,10 @@ StatusOr<nlohmann::json> PolicyWeightBytes(const InfoOptions& options) {
     policies.push_back(*p);
   }
   nlohmann::json rows = nlohmann::json::array();
-  int64_t fp32_bytes = 0;
-  for (const DtypePolicy& policy : std::vector<DtypePolicy>{Fp32Policy()}) {
-    StatusOr<std::unique_ptr<ReferenceModel>> m = ReferenceModel::Create(*size, policy, c10::Device("cpu"));
-    if (!m.ok()) return m.status();
-    fp32_bytes = (*m)->weights().StoredBytes();
-  }
+  StatusOr<std::unique_ptr<ReferenceModel>> fp32 =
+      ReferenceModel::Create(*size, Fp32Policy(), c10::Device("cpu"));
+  if (!fp32.ok()) return fp32.status();
+  const int64_t fp32_bytes = (*fp32)->weights().StoredBytes();
   for (const DtypePolicy& policy : policies) {
     StatusOr<std::unique_ptr<ReferenceModel>> m = ReferenceModel::Create(*size, policy, c10::Device("cpu"));
     if (!m.ok()) return m.status();
