@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev libopenblas0-openmp
   libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libbenchmark-dev
-  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpng-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpng-dev libssl-dev
   python3 python3-numpy python3-pytest python3-torch python3-skimage
 )
 if [[ "${1:-}" == "--with-extras" ]]; then

@@ -1,0 +1,104 @@
+// CellResult: what happened to one cell and the verdict, as a plain value. The checks
+// fill it, the store keeps it, the reports read it; nothing else carries cell results.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/cell.h"
+#include "harness/cell_status.h"
+#include "harness/frame_metrics.h"
+
+namespace framegate {
+
+// Candidate vs golden. `video` has the per-frame PSNR/SSIM and the video-level errors.
+struct ComparisonMetrics {
+  VideoMetrics video;
+  double latent_cosine = 0;  // cosine similarity of the final latents
+  // error(candidate, fp64) / error(fp32 golden, fp64), relative L2 of the frames; only
+  // with --fp64-ref.
+  std::optional<double> fp64_error_ratio;
+};
+
+// A named scalar of a ComparisonMetrics, in a fixed order: min_psnr, mean_ssim,
+// min_ssim, max_abs, rel_l2, temporal_rel_l2, latent_cosine[, fp64_error_ratio]. The
+// names are the tolerance keys, the JSON keys and the store's metric names.
+struct NamedMetric {
+  std::string name;
+  double value;
+};
+std::vector<NamedMetric> NamedMetrics(const ComparisonMetrics& metrics);
+
+struct NonfiniteCount {
+  int64_t nan = 0;
+  int64_t inf = 0;
+  bool any() const { return nan > 0 || inf > 0; }
+};
+
+// What is wrong with one frame, looked at alone (or, for frozen, beside its neighbour).
+enum class FrameDefect { kNone, kNonfinite, kBlack, kWhite, kUniform, kFrozen };
+const char* FrameDefectName(FrameDefect defect);  // "none", "nonfinite", "black", ...
+
+// The candidate's health, without the golden (frozen aside: see frame_health.h).
+struct FrameHealth {
+  std::vector<NonfiniteCount> step_latents;  // latents after each sampler step
+  int first_nonfinite_step = -1;             // first step with a NaN/Inf latent; -1 none
+  NonfiniteCount decoded;                    // decoder output before any clamping
+  std::vector<FrameDefect> frames;           // one per frame
+  // The video's defect: the most severe frame defect (nonfinite > black > white >
+  // uniform > frozen), kNone when every frame is fine.
+  FrameDefect defect = FrameDefect::kNone;
+  int defect_frames = 0;                     // frames with that defect
+};
+
+// Where a non-finite value first appeared: the first (step, module) whose output had one.
+struct FirstNonfinite {
+  bool found = false;
+  int step = 0;        // sampler step, 0-based; -1 for the decoder
+  std::string module;  // "blocks.0.spatial_attn.logits"
+  NonfiniteCount count;
+};
+
+// One module's numeric range over the whole run, against its output dtype's limits.
+struct ModuleProbe {
+  std::string module;
+  std::string dtype;               // the dtype whose limits apply ("float16", "bfloat16")
+  double absmax = 0;               // largest finite |value| seen
+  double overflow_fraction = 0;    // of values beyond the dtype's max (or non-finite)
+  double underflow_fraction = 0;   // of non-zero values below its smallest normal
+  // log2(dtype max / absmax): doublings left before overflow; +inf when absmax is 0.
+  double headroom_bits = 0;
+};
+
+struct CellTimings {
+  int warmup = 0;                          // runs before the timed ones
+  double load_seconds = 0;                 // model creation and placement
+  std::vector<double> generation_seconds;  // one per timed repeat (sampler + decode)
+  std::vector<double> step_seconds;        // each sampler step of the first timed repeat
+  double decode_seconds = 0;               // of the first timed repeat
+  int64_t peak_rss_bytes = 0;              // process high-water mark
+  int64_t peak_device_bytes = 0;           // GPU allocator peak, 0 on the CPU
+};
+
+struct CellResult {
+  Cell cell;
+  std::string policy_used;  // the policy that produced the verdict (differs with --fallback)
+  CellStatus status = CellStatus::kUnresolved;
+  // Why, one line. FAIL: "min_psnr 23.1 < 30"; ERROR: "dtype_mismatch: ..."; NONFINITE:
+  // "NaN at step 3 in blocks.0.spatial_attn.logits"; BROKEN_FRAMES: "black: 8 of 8
+  // frames"; UNRESOLVED: "no golden: <path> (make it: framegate golden make ...)".
+  std::string reason;
+  std::string error_class;  // ERROR only: "dtype_mismatch", ...
+  std::optional<ComparisonMetrics> metrics;  // when a golden was compared
+  FrameHealth health;
+  FirstNonfinite first_nonfinite;
+  std::vector<ModuleProbe> probes;  // least headroom first
+  CellTimings timings;
+  std::string golden;         // golden file used, "" when none
+  std::string artifacts_dir;  // candidate frames/latents saved here, "" when not kept
+  std::string repro;          // the one command that reruns this cell alone
+};
+
+}  // namespace framegate

@@ -1,0 +1,207 @@
+#include "harness/cell_result_json.h"
+
+#include <cmath>
+#include <limits>
+
+namespace framegate {
+namespace {
+
+using nlohmann::json;
+
+json Number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+double ReadNumber(const json& v, double null_value) {
+  return v.is_null() ? null_value : v.get<double>();
+}
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+json CountToJson(const NonfiniteCount& c) { return {{"nan", c.nan}, {"inf", c.inf}}; }
+NonfiniteCount CountFromJson(const json& j) {
+  return {j.at("nan").get<int64_t>(), j.at("inf").get<int64_t>()};
+}
+
+FrameDefect DefectFromName(const std::string& name) {
+  for (FrameDefect d : {FrameDefect::kNonfinite, FrameDefect::kBlack, FrameDefect::kWhite,
+                        FrameDefect::kUniform, FrameDefect::kFrozen}) {
+    if (name == FrameDefectName(d)) return d;
+  }
+  if (name != "none") throw std::invalid_argument("unknown frame defect '" + name + "'");
+  return FrameDefect::kNone;
+}
+
+json HealthToJson(const FrameHealth& h) {
+  json steps = json::array();
+  for (const NonfiniteCount& c : h.step_latents) steps.push_back(CountToJson(c));
+  json frames = json::array();
+  for (FrameDefect d : h.frames) frames.push_back(FrameDefectName(d));
+  return {{"step_latents", steps},
+          {"first_nonfinite_step", h.first_nonfinite_step},
+          {"decoded", CountToJson(h.decoded)},
+          {"frames", frames},
+          {"defect", FrameDefectName(h.defect)},
+          {"defect_frames", h.defect_frames}};
+}
+
+FrameHealth HealthFromJson(const json& j) {
+  FrameHealth h;
+  for (const json& c : j.at("step_latents")) h.step_latents.push_back(CountFromJson(c));
+  h.first_nonfinite_step = j.at("first_nonfinite_step").get<int>();
+  h.decoded = CountFromJson(j.at("decoded"));
+  for (const json& f : j.at("frames")) h.frames.push_back(DefectFromName(f.get<std::string>()));
+  h.defect = DefectFromName(j.at("defect").get<std::string>());
+  h.defect_frames = j.at("defect_frames").get<int>();
+  return h;
+}
+
+json TimingsToJson(const CellTimings& t) {
+  return {{"warmup", t.warmup},
+          {"load_seconds", t.load_seconds},
+          {"generation_seconds", t.generation_seconds},
+          {"step_seconds", t.step_seconds},
+          {"decode_seconds", t.decode_seconds},
+          {"peak_rss_bytes", t.peak_rss_bytes},
+          {"peak_device_bytes", t.peak_device_bytes}};
+}
+
+CellTimings TimingsFromJson(const json& j) {
+  CellTimings t;
+  t.warmup = j.at("warmup").get<int>();
+  t.load_seconds = j.at("load_seconds").get<double>();
+  t.generation_seconds = j.at("generation_seconds").get<std::vector<double>>();
+  t.step_seconds = j.at("step_seconds").get<std::vector<double>>();
+  t.decode_seconds = j.at("decode_seconds").get<double>();
+  t.peak_rss_bytes = j.at("peak_rss_bytes").get<int64_t>();
+  t.peak_device_bytes = j.at("peak_device_bytes").get<int64_t>();
+  return t;
+}
+
+ComparisonMetrics MetricsFromJson(const json& j) {
+  ComparisonMetrics m;
+  for (const json& f : j.at("frames")) {
+    m.video.frames.push_back({ReadNumber(f.at("psnr"), kInf), ReadNumber(f.at("ssim"), kNaN)});
+  }
+  m.video.min_psnr = ReadNumber(j.at("min_psnr"), kInf);
+  m.video.mean_ssim = ReadNumber(j.at("mean_ssim"), kNaN);
+  m.video.min_ssim = ReadNumber(j.at("min_ssim"), kNaN);
+  m.video.max_abs = ReadNumber(j.at("max_abs"), kNaN);
+  m.video.rel_l2 = ReadNumber(j.at("rel_l2"), kNaN);
+  m.video.temporal_rel_l2 = ReadNumber(j.at("temporal_rel_l2"), kNaN);
+  m.latent_cosine = ReadNumber(j.at("latent_cosine"), kNaN);
+  if (j.contains("fp64_error_ratio")) {
+    m.fp64_error_ratio = ReadNumber(j.at("fp64_error_ratio"), kNaN);
+  }
+  return m;
+}
+
+}  // namespace
+
+json MetricsToJson(const ComparisonMetrics& m) {
+  json frames = json::array();
+  for (const FrameScores& f : m.video.frames) {
+    frames.push_back({{"psnr", Number(f.psnr)}, {"ssim", Number(f.ssim)}});
+  }
+  json j = {{"frames", frames}};
+  for (const NamedMetric& n : NamedMetrics(m)) j[n.name] = Number(n.value);
+  return j;
+}
+
+json CellResultToJson(const CellResult& r) {
+  const Cell& c = r.cell;
+  json probes = json::array();
+  for (const ModuleProbe& p : r.probes) {
+    probes.push_back({{"module", p.module},
+                      {"dtype", p.dtype},
+                      {"absmax", Number(p.absmax)},
+                      {"overflow_fraction", Number(p.overflow_fraction)},
+                      {"underflow_fraction", Number(p.underflow_fraction)},
+                      {"headroom_bits", Number(p.headroom_bits)}});
+  }
+  json first = {{"found", r.first_nonfinite.found}};
+  if (r.first_nonfinite.found) {
+    first["step"] = r.first_nonfinite.step;
+    first["module"] = r.first_nonfinite.module;
+    first["nan"] = r.first_nonfinite.count.nan;
+    first["inf"] = r.first_nonfinite.count.inf;
+  }
+  return {{"cell_id", c.Id()},
+          {"pipeline", c.Pipeline()},
+          {"size", c.model_dir.empty() ? json(c.size) : json(nullptr)},
+          {"model_dir", c.model_dir},
+          {"device", c.device},
+          {"policy", c.policy},
+          {"policy_used", r.policy_used.empty() ? c.policy : r.policy_used},
+          {"seed", c.seed},
+          {"fault", c.fault},
+          {"sampler", c.sampler},
+          {"steps", c.steps},
+          {"guidance", c.guidance},
+          {"tolerance", c.tolerance},
+          {"xfail", c.xfail},
+          {"requires", c.requirements},
+          {"status", StatusName(r.status)},
+          {"reason", r.reason},
+          {"error_class", r.error_class},
+          {"metrics", r.metrics ? MetricsToJson(*r.metrics) : json(nullptr)},
+          {"health", HealthToJson(r.health)},
+          {"first_nonfinite", first},
+          {"probes", probes},
+          {"timings", TimingsToJson(r.timings)},
+          {"golden", r.golden},
+          {"artifacts_dir", r.artifacts_dir},
+          {"repro", r.repro}};
+}
+
+StatusOr<CellResult> CellResultFromJson(const json& j) {
+  try {
+    CellResult r;
+    Cell& c = r.cell;
+    if (!j.at("size").is_null()) c.size = j.at("size").get<std::string>();
+    c.model_dir = j.at("model_dir").get<std::string>();
+    c.device = j.at("device").get<std::string>();
+    c.policy = j.at("policy").get<std::string>();
+    c.seed = j.at("seed").get<uint64_t>();
+    c.fault = j.at("fault").get<std::string>();
+    c.sampler = j.at("sampler").get<std::string>();
+    c.steps = j.at("steps").get<int>();
+    c.guidance = j.at("guidance").get<double>();
+    c.tolerance = j.at("tolerance").get<std::string>();
+    c.xfail = j.at("xfail").get<std::string>();
+    c.requirements = j.at("requires").get<std::vector<std::string>>();
+    r.policy_used = j.at("policy_used").get<std::string>();
+    const std::string status = j.at("status").get<std::string>();
+    const std::optional<CellStatus> parsed = ParseStatus(status);
+    if (!parsed) return Status::InvalidInput("unknown status '" + status + "'");
+    r.status = *parsed;
+    r.reason = j.at("reason").get<std::string>();
+    r.error_class = j.at("error_class").get<std::string>();
+    if (!j.at("metrics").is_null()) r.metrics = MetricsFromJson(j.at("metrics"));
+    r.health = HealthFromJson(j.at("health"));
+    const json& first = j.at("first_nonfinite");
+    r.first_nonfinite.found = first.at("found").get<bool>();
+    if (r.first_nonfinite.found) {
+      r.first_nonfinite.step = first.at("step").get<int>();
+      r.first_nonfinite.module = first.at("module").get<std::string>();
+      r.first_nonfinite.count = CountFromJson(first);
+    }
+    for (const json& p : j.at("probes")) {
+      r.probes.push_back({p.at("module").get<std::string>(), p.at("dtype").get<std::string>(),
+                          ReadNumber(p.at("absmax"), kNaN),
+                          ReadNumber(p.at("overflow_fraction"), kNaN),
+                          ReadNumber(p.at("underflow_fraction"), kNaN),
+                          ReadNumber(p.at("headroom_bits"), kInf)});
+    }
+    r.timings = TimingsFromJson(j.at("timings"));
+    r.golden = j.at("golden").get<std::string>();
+    r.artifacts_dir = j.at("artifacts_dir").get<std::string>();
+    r.repro = j.at("repro").get<std::string>();
+    if (j.at("cell_id").get<std::string>() != c.Id()) {
+      return Status::InvalidInput("cell_id does not match the cell's fields");
+    }
+    return r;
+  } catch (const std::exception& e) {
+    return Status::InvalidInput(std::string("cell result JSON: ") + e.what());
+  }
+}
+
+}  // namespace framegate
