@@ -1,0 +1,48 @@
+// A golden: the FP32 output of one pipeline config on the reference device, in one
+// self-describing file. The format is safetensors (readable by the `safetensors` Python
+// package, or with 10 lines of numpy):
+//   u64 little-endian N | N bytes of JSON header | raw tensor data
+// The header has the tensors "frames" (F32 [T, H, W, 3], values in [0, 1]) and
+// "latents" (F32 [1, C, T, h, w]) with their data_offsets, and "__metadata__" (string
+// values only, as safetensors requires):
+//   format "framegate-golden", format_version "1", config (GoldenKey canonical string),
+//   config_hash, framegate_version, libtorch_version, blas, device, command, created_at.
+// Data is little-endian, C order, frames first.
+#pragma once
+
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "harness/status.h"
+
+namespace framegate {
+
+constexpr int kGoldenFormatVersion = 1;
+
+struct GoldenProvenance {
+  std::string config;       // GoldenKey::CanonicalString() of what produced it
+  std::string config_hash;  // sha256 of `config`
+  std::string framegate_version;
+  std::string libtorch_version;
+  std::string blas;
+  std::string device;  // "cpu: <model>" / "cuda:0: <name>"
+  std::string command;
+  std::string created_at;  // ISO 8601 UTC
+};
+
+struct Golden {
+  at::Tensor frames;   // [T, H, W, 3] float32, CPU
+  at::Tensor latents;  // [1, C, T, h, w] float32, CPU
+  GoldenProvenance provenance;
+};
+
+// Writes atomically (temporary file + rename). IoError naming the path.
+Status WriteGolden(const std::string& path, const Golden& golden);
+// Reads and validates: Corrupt naming the path and the problem for a truncated file, a
+// header that is not JSON, a missing tensor, a format other than framegate-golden,
+// shapes or offsets that do not fit the file; Unsupported for a newer format_version;
+// NotFound when the file does not exist.
+StatusOr<Golden> ReadGolden(const std::string& path);
+
+}  // namespace framegate
