@@ -1,0 +1,265 @@
+#include "golden/golden_store.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/build_info.h"
+#include "harness/sha256.h"
+#include "pipelines/model_package.h"
+
+namespace framegate {
+namespace {
+
+using nlohmann::json;
+
+std::string PathSafe(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '-';
+  return out;
+}
+
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+json EntryToJson(const GoldenStore::Entry& e) {
+  const GoldenProvenance& p = e.provenance;
+  return {{"sha256", e.sha256},
+          {"config", p.config},
+          {"config_hash", p.config_hash},
+          {"framegate_version", p.framegate_version},
+          {"libtorch_version", p.libtorch_version},
+          {"blas", p.blas},
+          {"device", p.device},
+          {"command", p.command},
+          {"created_at", p.created_at}};
+}
+
+}  // namespace
+
+std::string GoldenKey::CanonicalString() const {
+  std::ostringstream out;
+  out << "golden-v1|pipeline=" << pipeline << "|weights=" << weights
+      << "|sampler=" << SamplerKindName(sampler.kind) << "|steps=" << sampler.steps
+      << "|guidance=" << sampler.guidance << "|seed=" << seed;
+  return out.str();
+}
+
+std::string GoldenKey::Hash() const { return Sha256Hex(CanonicalString()); }
+
+std::string GoldenKey::FileName() const {
+  return PathSafe(pipeline) + "-seed" + std::to_string(seed) + "-" + Hash().substr(0, 8) +
+         ".safetensors";
+}
+
+StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec) {
+  GoldenKey key;
+  key.seed = spec.seed;
+  if (spec.model_dir.empty()) {
+    StatusOr<ReferenceSize> size = FindReferenceSize(spec.size);
+    if (!size.ok()) return size.status();
+    key.pipeline = "reference:" + size->name;
+    key.weights = "seed=" + std::to_string(spec.weight_seed);
+    key.sampler = size->sampler;
+  } else {
+    StatusOr<ModelManifest> manifest = ReadModelManifest(spec.model_dir);
+    if (!manifest.ok()) return manifest.status();
+    std::string dir = spec.model_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    key.pipeline = "model:" + std::filesystem::path(dir).filename().string();
+    std::string weights;
+    for (const char* module : {"denoiser", "decoder"}) {
+      StatusOr<std::string> sha = Sha256File(spec.model_dir + "/" + module + ".pt");
+      if (!sha.ok()) return sha.status();
+      weights += (weights.empty() ? "" : ",") + std::string(module) + "=" + sha->substr(0, 16);
+    }
+    key.weights = weights;
+    key.sampler = manifest->sampler;
+  }
+  if (spec.sampler) key.sampler = *spec.sampler;
+  return key;
+}
+
+std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) {
+  std::ostringstream cmd;
+  cmd << "framegate golden make "
+      << (spec.model_dir.empty() ? "--size " + spec.size : "--model " + spec.model_dir)
+      << " --seed " << spec.seed;
+  if (spec.weight_seed != 0) cmd << " --weight-seed " << spec.weight_seed;
+  if (spec.sampler) {
+    cmd << " --sampler " << SamplerKindName(spec.sampler->kind) << " --steps "
+        << spec.sampler->steps << " --guidance " << spec.sampler->guidance;
+  }
+  cmd << " --golden-dir " << dir;
+  return cmd.str();
+}
+
+StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec,
+                                        const std::string& command) const {
+  if (spec.fault != FaultCase::kNone) {
+    return Status::InvalidInput("a golden is made without a fault case");
+  }
+  if (spec.policy.name != "fp32") {
+    return Status::InvalidInput("a golden is made under the fp32 policy, not '" +
+                                spec.policy.name + "'");
+  }
+  StatusOr<GoldenKey> key = GoldenKeyOf(spec);
+  if (!key.ok()) return key.status();
+  StatusOr<PipelineOutcome> outcome = RunPipeline(spec);
+  if (!outcome.ok()) return outcome.status();
+  if (outcome->kind != PipelineOutcome::Kind::kFinished) {
+    return Status::Internal("the FP32 reference run failed: " +
+                            (outcome->kind == PipelineOutcome::Kind::kError
+                                 ? outcome->error.Reason()
+                                 : outcome->unsupported));
+  }
+  const GenerationResult& result = outcome->result;
+  if (!at::isfinite(result.decoded).all().item<bool>() ||
+      !at::isfinite(result.latents).all().item<bool>()) {
+    return Status::Internal("the FP32 reference run is not finite: no golden written");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return Status::IoError(dir_ + ": cannot create the folder: " + ec.message());
+
+  const BuildInfo build = CollectBuildInfo();
+  Golden golden;
+  golden.frames = result.frames;
+  golden.latents = result.latents;
+  GoldenProvenance& p = golden.provenance;
+  p.config = key->CanonicalString();
+  p.config_hash = key->Hash();
+  p.framegate_version = build.framegate_version + " (" + build.git_sha + ")";
+  p.libtorch_version = build.libtorch_version;
+  p.blas = build.blas;
+  p.device = spec.device + ": " + (spec.device == "cpu" ? DetectCpu().model : spec.device);
+  p.command = command;
+  p.created_at = UtcNow();
+  const std::string path = PathFor(*key);
+  FG_RETURN_IF_ERROR(WriteGolden(path, golden));
+  StatusOr<std::string> sha = Sha256File(path);
+  if (!sha.ok()) return sha.status();
+  FG_RETURN_IF_ERROR(AddToManifest({key->FileName(), *sha, p}));
+  return path;
+}
+
+StatusOr<std::vector<GoldenStore::Entry>> GoldenStore::List() const {
+  std::vector<Entry> entries;
+  std::ifstream in(ManifestPath());
+  if (!in) return entries;
+  const json manifest = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!manifest.is_object() || !manifest.contains("goldens") || !manifest["goldens"].is_object()) {
+    return Status::Corrupt(ManifestPath() + ": not a golden manifest (no \"goldens\" object)");
+  }
+  for (const auto& [file, e] : manifest["goldens"].items()) {
+    if (!e.is_object() || !e.contains("sha256") || !e["sha256"].is_string()) {
+      return Status::Corrupt(ManifestPath() + ": entry '" + file + "' has no sha256");
+    }
+    Entry entry;
+    entry.file = file;
+    entry.sha256 = e["sha256"].get<std::string>();
+    GoldenProvenance& p = entry.provenance;
+    const auto text = [&](const char* k) { return e.value(k, std::string()); };
+    p.config = text("config");
+    p.config_hash = text("config_hash");
+    p.framegate_version = text("framegate_version");
+    p.libtorch_version = text("libtorch_version");
+    p.blas = text("blas");
+    p.device = text("device");
+    p.command = text("command");
+    p.created_at = text("created_at");
+    entries.push_back(std::move(entry));
+  }
+  return entries;  // json objects iterate in key order: sorted by file name
+}
+
+Status GoldenStore::AddToManifest(const Entry& entry) const {
+  StatusOr<std::vector<Entry>> entries = List();
+  if (!entries.ok()) return entries.status();
+  json goldens = json::object();
+  for (const Entry& e : *entries) goldens[e.file] = EntryToJson(e);
+  goldens[entry.file] = EntryToJson(entry);
+  const json manifest = {{"format_version", kGoldenFormatVersion}, {"goldens", goldens}};
+  const std::string tmp = ManifestPath() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << manifest.dump(2) << "\n";
+    if (!out.flush()) return Status::IoError(tmp + ": write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, ManifestPath(), ec);
+  if (ec) return Status::IoError(ManifestPath() + ": " + ec.message());
+  return Status::Ok();
+}
+
+StatusOr<Golden> GoldenStore::Load(const GoldenKey& key) const {
+  const std::string path = PathFor(key);
+  if (!std::filesystem::exists(path)) return Status::NotFound("no golden " + path);
+  StatusOr<std::vector<Entry>> entries = List();
+  if (!entries.ok()) return entries.status();
+  const auto it = std::find_if(entries->begin(), entries->end(),
+                               [&](const Entry& e) { return e.file == key.FileName(); });
+  if (it == entries->end()) {
+    return Status::Corrupt(path + ": not in " + ManifestPath() + " (no recorded sha256)");
+  }
+  StatusOr<std::string> sha = Sha256File(path);
+  if (!sha.ok()) return sha.status();
+  if (*sha != it->sha256) {
+    return Status::Corrupt(path + ": sha256 " + sha->substr(0, 12) + "... differs from the manifest's " +
+                           it->sha256.substr(0, 12) + "... (file changed or damaged)");
+  }
+  StatusOr<Golden> golden = ReadGolden(path);
+  if (!golden.ok()) return golden.status();
+  if (golden->provenance.config != key.CanonicalString()) {
+    return Status::Corrupt(path + ": made for config '" + golden->provenance.config +
+                           "', expected '" + key.CanonicalString() + "'");
+  }
+  return golden;
+}
+
+Status GoldenStore::CheckAll(std::vector<std::string>* problems) const {
+  StatusOr<std::vector<Entry>> entries = List();
+  if (!entries.ok()) return entries.status();
+  for (const Entry& e : *entries) {
+    const std::string path = dir_ + "/" + e.file;
+    StatusOr<std::string> sha = Sha256File(path);
+    if (!sha.ok()) {
+      problems->push_back(path + ": missing (listed in the manifest)");
+      continue;
+    }
+    if (*sha != e.sha256) {
+      problems->push_back(path + ": sha256 differs from the manifest's (file changed or damaged)");
+      continue;
+    }
+    StatusOr<Golden> golden = ReadGolden(path);
+    if (!golden.ok()) {
+      problems->push_back(golden.status().message());
+      continue;
+    }
+    const GoldenProvenance& p = golden->provenance;
+    if (Sha256Hex(p.config) != p.config_hash || e.file.find(p.config_hash.substr(0, 8)) == std::string::npos) {
+      problems->push_back(path + ": config hash does not match its config or its file name");
+    }
+  }
+  std::error_code ec;
+  for (const auto& file : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = file.path().filename().string();
+    if (file.path().extension() != ".safetensors") continue;
+    if (std::none_of(entries->begin(), entries->end(), [&](const Entry& e) { return e.file == name; })) {
+      problems->push_back(file.path().string() + ": not in the manifest");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace framegate

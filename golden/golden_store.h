@@ -1,0 +1,75 @@
+// GoldenStore: a folder of golden files (golden_file.h) plus MANIFEST.json, which records
+// each file's sha256 and provenance. A golden is keyed by the pipeline config that makes
+// it (GoldenKey), never by the policy or device under test: every cell of one config is
+// judged against the same FP32 reference.
+//
+//   DIR/<pipeline>-seed<seed>-<config hash, 8 hex>.safetensors
+//   DIR/MANIFEST.json  {"format_version": 1, "goldens": {"<file name>": {"sha256": ..,
+//                       "config": .., "config_hash": .., "framegate_version": .., ...}}}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "golden/golden_file.h"
+#include "harness/status.h"
+#include "pipelines/pipeline_run.h"
+
+namespace framegate {
+
+// What a golden depends on: the pipeline (for a package: the sha256 of its two modules, so
+// a changed model no longer matches), the weights' seed, the sampler and the seed.
+struct GoldenKey {
+  std::string pipeline;  // "reference:tiny" / "model:<folder basename>"
+  std::string weights;   // "seed=0" (reference) / "denoiser=<sha8>,decoder=<sha8>"
+  SamplerConfig sampler;
+  uint64_t seed = 0;
+
+  // "golden-v1|pipeline=reference:tiny|weights=seed=0|sampler=ddim|steps=8|guidance=5|seed=0"
+  std::string CanonicalString() const;
+  std::string Hash() const;      // sha256 of CanonicalString()
+  std::string FileName() const;  // "reference-tiny-seed0-1a2b3c4d.safetensors", path-safe
+};
+
+// The key of a spec's config (its sampler resolved to the size's or package's default).
+// NotFound/InvalidInput for an unknown size or a broken package.
+StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec);
+
+// The command line that makes the golden of `spec` into `dir`.
+std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir);
+
+class GoldenStore {
+ public:
+  explicit GoldenStore(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+  std::string PathFor(const GoldenKey& key) const { return dir_ + "/" + key.FileName(); }
+
+  // Runs `spec` in FP32 on spec.device (the reference device), writes the golden and
+  // its manifest entry. InvalidInput for a spec with a fault case or a non-FP32 policy;
+  // Internal when the FP32 run itself fails or is not finite. Returns the file's path.
+  StatusOr<std::string> Make(const PipelineSpec& spec, const std::string& command) const;
+
+  // Loads the golden of `key`: NotFound (with the make command in the message) when
+  // there is none; Corrupt naming the file when its sha256 differs from the manifest's,
+  // the file is damaged, or its config is not `key`'s.
+  StatusOr<Golden> Load(const GoldenKey& key) const;
+
+  struct Entry {
+    std::string file;
+    std::string sha256;
+    GoldenProvenance provenance;
+  };
+  // The manifest's entries, sorted by file name. Corrupt naming MANIFEST.json when it is
+  // not valid; an empty list when the folder has no manifest.
+  StatusOr<std::vector<Entry>> List() const;
+  // Verifies every golden: present, sha256 as recorded, readable, config hash consistent
+  // with its config and its file name. One problem per line in `problems`.
+  Status CheckAll(std::vector<std::string>* problems) const;
+
+ private:
+  std::string ManifestPath() const { return dir_ + "/MANIFEST.json"; }
+  Status AddToManifest(const Entry& entry) const;
+  std::string dir_;
+};
+
+}  // namespace framegate

@@ -1,0 +1,97 @@
+#include "golden/golden_store.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace framegate {
+namespace {
+
+class GoldenStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("fg_goldens_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    std::filesystem::remove_all(dir_);
+    spec_.size = "tiny";
+    spec_.policy = Fp32Policy();
+    SamplerConfig sampler;
+    sampler.steps = 2;
+    spec_.sampler = sampler;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  PipelineSpec spec_;
+};
+
+TEST_F(GoldenStoreTest, MakeThenLoadMatchesTheRun) {
+  GoldenStore store(dir_);
+  StatusOr<GoldenKey> key = GoldenKeyOf(spec_);
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(store.Load(*key).status().code(), Status::Code::kNotFound);
+  StatusOr<std::string> path = store.Make(spec_, "test");
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  StatusOr<Golden> golden = store.Load(*key);
+  ASSERT_TRUE(golden.ok()) << golden.status().message();
+  StatusOr<PipelineOutcome> rerun = RunPipeline(spec_);
+  ASSERT_TRUE(rerun.ok());
+  EXPECT_TRUE(at::equal(golden->frames, rerun->result.frames));  // deterministic on the CPU
+  EXPECT_EQ(golden->provenance.config, key->CanonicalString());
+  std::vector<std::string> problems;
+  ASSERT_TRUE(store.CheckAll(&problems).ok());
+  EXPECT_TRUE(problems.empty());
+  StatusOr<std::vector<GoldenStore::Entry>> list = store.List();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().file, key->FileName());
+}
+
+TEST_F(GoldenStoreTest, ChangedConfigOrBytesAreNeverASilentPass) {
+  GoldenStore store(dir_);
+  ASSERT_TRUE(store.Make(spec_, "test").ok());
+  PipelineSpec other = spec_;
+  other.seed = 1;
+  StatusOr<GoldenKey> other_key = GoldenKeyOf(other);
+  EXPECT_EQ(store.Load(*other_key).status().code(), Status::Code::kNotFound);
+
+  const GoldenKey key = *GoldenKeyOf(spec_);
+  {  // flip one byte of the frames: the sha256 no longer matches the manifest
+    std::fstream f(store.PathFor(key), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  StatusOr<Golden> loaded = store.Load(key);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), Status::Code::kCorrupt);
+  EXPECT_NE(loaded.status().message().find("sha256"), std::string::npos);
+  std::vector<std::string> problems;
+  ASSERT_TRUE(store.CheckAll(&problems).ok());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find(key.FileName()), std::string::npos);
+}
+
+TEST_F(GoldenStoreTest, RefusesFaultsAndLowPrecisionPolicies) {
+  GoldenStore store(dir_);
+  PipelineSpec faulty = spec_;
+  faulty.fault = FaultCase::kAttnOverflow;
+  EXPECT_EQ(store.Make(faulty, "").status().code(), Status::Code::kInvalidInput);
+  PipelineSpec bf16 = spec_;
+  bf16.policy = *FindPolicy("bf16");
+  EXPECT_EQ(store.Make(bf16, "").status().code(), Status::Code::kInvalidInput);
+}
+
+TEST(GoldenKeyTest, FileNamesArePathSafeAndDifferPerConfig) {
+  GoldenKey key{"model:../../etc", "seed=0", SamplerConfig{}, 3};
+  EXPECT_EQ(key.FileName().find('/'), std::string::npos);
+  EXPECT_EQ(key.FileName().rfind("model-------etc-seed3-", 0), 0u) << key.FileName();
+  GoldenKey other = key;
+  other.sampler.steps = 9;
+  EXPECT_NE(other.FileName(), key.FileName());
+}
+
+}  // namespace
+}  // namespace framegate
