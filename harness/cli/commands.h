@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "harness/cell.h"
 #include "harness/status.h"
 #include "pipelines/pipeline_run.h"
 
@@ -24,7 +25,10 @@ struct Command {
 
 Command AddAuditCommand(CLI::App& parent);
 Command AddGenerateCommand(CLI::App& parent);
+Command AddCheckCommand(CLI::App& parent);
+Command AddGoldenCommand(CLI::App& parent);
 Command AddInfoCommand(CLI::App& parent);
+Command AddMetricsCommand(CLI::App& parent);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);
@@ -41,10 +45,15 @@ struct PipelineCliOptions {
   uint64_t weight_seed = 0;
   int steps = 0;
   double guidance = 0;
-  // Resolves names (policy, fault) and overrides; InvalidInput naming the bad value.
+  // One cell per policy of the comma-separated --policy list.
+  std::vector<Cell> ToCells() const;
+  // Exactly one policy; names resolved (SpecOfCell); InvalidInput naming the bad value.
   StatusOr<PipelineSpec> ToSpec() const;
 };
 void AddPipelineOptions(CLI::App* app, PipelineCliOptions* options);
+
+// Adds --golden-dir DIR, defaulting to $FRAMEGATE_GOLDEN_DIR or the repository's golden/.
+void AddGoldenDirOption(CLI::App* app, std::string* dir);
 
 // Adds --threads N (default 0 = every core this process may use).
 void AddThreadsOption(CLI::App* app, int* threads);

@@ -1,5 +1,6 @@
 // framegate: runs a video diffusion pipeline across devices x dtype policies and checks
 // every output against FP32 golden frames. `framegate --help` lists the subcommands.
+#include <cstdlib>
 #include <iostream>
 #include <vector>
 
@@ -18,6 +19,14 @@ void AddThreadsOption(CLI::App* app, int* threads) {
       ->check(CLI::NonNegativeNumber);
 }
 
+void AddGoldenDirOption(CLI::App* app, std::string* dir) {
+  const char* env = std::getenv("FRAMEGATE_GOLDEN_DIR");
+  *dir = env != nullptr && *env != '\0' ? env : FRAMEGATE_DEFAULT_GOLDEN_DIR;
+  app->add_option("--golden-dir", *dir, "Golden store folder (default: $FRAMEGATE_GOLDEN_DIR, "
+                  "else the repository's golden/)")
+      ->capture_default_str();
+}
+
 }  // namespace framegate
 
 int main(int argc, char** argv) {
@@ -26,8 +35,9 @@ int main(int argc, char** argv) {
                "when the device or the precision changes."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(FRAMEGATE_VERSION_STRING));
-  std::vector<Command> commands = {AddAuditCommand(app), AddGenerateCommand(app),
-                                   AddInfoCommand(app)};
+  std::vector<Command> commands = {AddAuditCommand(app),  AddCheckCommand(app),
+                                   AddGenerateCommand(app), AddGoldenCommand(app),
+                                   AddInfoCommand(app),   AddMetricsCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

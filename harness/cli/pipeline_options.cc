@@ -2,6 +2,9 @@
 #include "harness/cli/commands.h"
 #include "pipelines/pipeline_config.h"
 #include "pipelines/model_package.h"
+#include "runners/cell_runner.h"
+
+#include <sstream>
 
 namespace framegate {
 
@@ -12,7 +15,7 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
       ->check(CLI::ExistingDirectory)
       ->excludes(size);
   app->add_option("--policy", o->policy,
-                  "Dtype policy preset: fp32, bf16, fp16, fp16-fp32norm, fp16-emulated, "
+                  "Dtype policy preset (check: a comma-separated list): fp32, bf16, fp16, fp16-fp32norm, fp16-emulated, "
                   "fp8e4m3-bf16, fp8e5m2-bf16, tf32, fp16-reduced-accum")
       ->capture_default_str();
   app->add_option("--device", o->device, "Device: cpu or cuda:N")->capture_default_str();
@@ -31,39 +34,32 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
       ->check(CLI::Range(1.0, 100.0));
 }
 
+std::vector<Cell> PipelineCliOptions::ToCells() const {
+  std::vector<Cell> cells;
+  std::stringstream policies(policy);
+  std::string name;
+  while (std::getline(policies, name, ',')) {
+    if (name.empty()) continue;
+    Cell cell;
+    cell.size = size;
+    cell.model_dir = model_dir;
+    cell.device = device;
+    cell.policy = name;
+    cell.seed = seed;
+    cell.fault = fault == "none" ? "" : fault;
+    cell.sampler = sampler;
+    cell.steps = steps;
+    cell.guidance = guidance;
+    cells.push_back(cell);
+  }
+  return cells;
+}
+
 StatusOr<PipelineSpec> PipelineCliOptions::ToSpec() const {
-  PipelineSpec spec;
-  spec.size = size;
-  spec.model_dir = model_dir;
-  spec.device = device;
-  spec.seed = seed;
-  spec.weight_seed = weight_seed;
-  StatusOr<DtypePolicy> p = FindPolicy(policy);
-  if (!p.ok()) return p.status();
-  spec.policy = *p;
-  const std::optional<FaultCase> f = ParseFaultCase(fault);
-  if (!f) {
-    std::string known;
-    for (const FaultCaseInfo& info : FaultCases()) known += (known.empty() ? "" : ", ") + std::string(info.name);
-    return Status::InvalidInput("unknown fault case '" + fault + "' (known: " + known + ")");
-  }
-  spec.fault = *f;
-  if (steps > 0 || guidance > 0 || !sampler.empty()) {
-    SamplerConfig config;
-    if (model_dir.empty()) {
-      StatusOr<ReferenceSize> s = FindReferenceSize(size);
-      if (!s.ok()) return s.status();
-      config = s->sampler;
-    } else {
-      StatusOr<ModelManifest> m = ReadModelManifest(model_dir);
-      if (!m.ok()) return m.status();
-      config = m->sampler;
-    }
-    if (steps > 0) config.steps = steps;
-    if (guidance > 0) config.guidance = guidance;
-    if (!sampler.empty()) config.kind = *ParseSamplerKind(sampler);
-    spec.sampler = config;
-  }
+  const std::vector<Cell> cells = ToCells();
+  if (cells.size() != 1) return Status::InvalidInput("--policy: give exactly one policy, not '" + policy + "'");
+  StatusOr<PipelineSpec> spec = SpecOfCell(cells[0]);
+  if (spec.ok()) spec->weight_seed = weight_seed;
   return spec;
 }
 

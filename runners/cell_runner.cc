@@ -1,0 +1,212 @@
+#include "runners/cell_runner.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "golden/golden_store.h"
+#include "harness/frame_health.h"
+#include "harness/memory_info.h"
+#include "harness/npy.h"
+#include "harness/numeric_probes.h"
+#include "harness/tolerance.h"
+#include "harness/verdict.h"
+#include "pipelines/model_package.h"
+
+namespace framegate {
+namespace {
+
+double GenerationSeconds(const GenerationResult& r) {
+  double total = r.decode_seconds;
+  for (double s : r.step_seconds) total += s;
+  return total;
+}
+
+Status SaveArtifacts(const std::string& dir, const GenerationResult& r) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": cannot create: " + ec.message());
+  const at::Tensor frames = r.frames.contiguous();
+  const at::Tensor latents = r.latents.contiguous();
+  FG_RETURN_IF_ERROR(WriteNpyFloat32(dir + "/frames.npy", frames.sizes().vec(), frames.data_ptr<float>()));
+  return WriteNpyFloat32(dir + "/latents.npy", latents.sizes().vec(), latents.data_ptr<float>());
+}
+
+ComparisonMetrics Compare(const Golden& golden, const GenerationResult& r) {
+  const at::Tensor g = golden.frames.contiguous(), c = r.frames.contiguous();  // [T, H, W, 3]
+  const VideoView ref{g.data_ptr<float>(), g.size(0), g.size(1), g.size(2), g.size(3)};
+  const VideoView cand{c.data_ptr<float>(), c.size(0), c.size(1), c.size(2), c.size(3)};
+  ComparisonMetrics m;
+  m.video = ComputeVideoMetrics(ref, cand, {at::get_num_threads()});
+  const at::Tensor gl = golden.latents.contiguous(), cl = r.latents.contiguous();
+  m.latent_cosine = CosineSimilarity(gl.data_ptr<float>(), cl.data_ptr<float>(), gl.numel());
+  return m;
+}
+
+// The golden for `spec`, or why there is none (missing: UNRESOLVED) or a Status for a
+// golden that exists but cannot be trusted.
+struct GoldenLookup {
+  std::optional<Golden> golden;
+  std::string unresolved;
+};
+StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string& dir) {
+  StatusOr<GoldenKey> key = GoldenKeyOf(spec);
+  if (!key.ok()) return key.status();
+  const GoldenStore store(dir);
+  StatusOr<Golden> golden = store.Load(*key);
+  GoldenLookup lookup;
+  if (golden.ok()) {
+    lookup.golden = std::move(*golden);
+  } else if (golden.status().code() == Status::Code::kNotFound) {
+    PipelineSpec fp32 = spec;
+    fp32.policy = Fp32Policy();
+    fp32.fault = FaultCase::kNone;
+    fp32.device = "cpu";
+    lookup.unresolved = "no golden " + store.PathFor(*key) +
+                        " (make it: " + GoldenMakeCommand(fp32, dir) + ")";
+  } else {
+    return golden.status();
+  }
+  return lookup;
+}
+
+}  // namespace
+
+StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
+  PipelineSpec spec;
+  spec.size = cell.size;
+  spec.model_dir = cell.model_dir;
+  spec.device = cell.device;
+  spec.seed = cell.seed;
+  StatusOr<DtypePolicy> policy = FindPolicy(cell.policy);
+  if (!policy.ok()) return policy.status();
+  spec.policy = *policy;
+  const std::optional<FaultCase> fault = ParseFaultCase(cell.fault);
+  if (!fault) {
+    std::string known;
+    for (const FaultCaseInfo& f : FaultCases()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+    return Status::InvalidInput("unknown fault case '" + cell.fault + "' (known: " + known + ")");
+  }
+  spec.fault = *fault;
+  if (cell.steps > 0 || cell.guidance > 0 || !cell.sampler.empty()) {
+    SamplerConfig config;
+    if (cell.model_dir.empty()) {
+      StatusOr<ReferenceSize> size = FindReferenceSize(cell.size);
+      if (!size.ok()) return size.status();
+      config = size->sampler;
+    } else {
+      StatusOr<ModelManifest> manifest = ReadModelManifest(cell.model_dir);
+      if (!manifest.ok()) return manifest.status();
+      config = manifest->sampler;
+    }
+    if (cell.steps > 0) config.steps = cell.steps;
+    if (cell.guidance > 0) config.guidance = cell.guidance;
+    if (!cell.sampler.empty()) {
+      const std::optional<SamplerKind> kind = ParseSamplerKind(cell.sampler);
+      if (!kind) return Status::InvalidInput("unknown sampler '" + cell.sampler + "' (known: ddim, euler)");
+      config.kind = *kind;
+    }
+    spec.sampler = config;
+  }
+  return spec;
+}
+
+std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir) {
+  std::ostringstream cmd;
+  cmd << "framegate check "
+      << (cell.model_dir.empty() ? "--size " + cell.size : "--model " + cell.model_dir)
+      << " --device " << cell.device << " --policy " << cell.policy << " --seed " << cell.seed;
+  if (!cell.fault.empty()) cmd << " --fault " << cell.fault;
+  if (!cell.sampler.empty()) cmd << " --sampler " << cell.sampler;
+  if (cell.steps > 0) cmd << " --steps " << cell.steps;
+  if (cell.guidance > 0) cmd << " --guidance " << cell.guidance;
+  if (!cell.tolerance.empty() && cell.tolerance != cell.policy) cmd << " --tolerance " << cell.tolerance;
+  cmd << " --golden-dir " << golden_dir;
+  return cmd.str();
+}
+
+StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
+  StatusOr<PipelineSpec> spec = SpecOfCell(cell);
+  if (!spec.ok()) return spec.status();
+  StatusOr<ToleranceProfile> tolerance =
+      FindToleranceProfile(cell.tolerance.empty() ? cell.policy : cell.tolerance);
+  if (!tolerance.ok()) return tolerance.status();
+  StatusOr<GoldenLookup> golden = LookUpGolden(*spec, options.golden_dir);
+  if (!golden.ok()) return golden.status();
+
+  CellResult result;
+  result.cell = cell;
+  result.policy_used = cell.policy;
+  result.repro = CheckCommandFor(cell, options.golden_dir);
+  if (golden->golden) result.golden = GoldenStore(options.golden_dir).PathFor(*GoldenKeyOf(*spec));
+
+  for (int i = 0; i < options.warmup; ++i) {
+    StatusOr<PipelineOutcome> warm = RunPipeline(*spec);
+    if (!warm.ok()) return warm.status();
+  }
+  // The judged run: probes on module outputs, NaN counts on every step's latents.
+  NumericProbes probes(options.probes);
+  const bool emulated = spec->policy.emulate_fp16;
+  const ModuleObserver on_module = [&](const ModuleOutput& out) {
+    probes.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type());
+  };
+  std::vector<NonfiniteCount> step_counts;
+  const StepObserver on_step = [&](int, const at::Tensor& latents) {
+    step_counts.push_back(CountNonfinite(latents));
+  };
+  StatusOr<PipelineOutcome> outcome = RunPipeline(*spec, on_module, on_step);
+  if (!outcome.ok()) return outcome.status();
+  result.timings.warmup = options.warmup;
+  result.timings.load_seconds = outcome->load_seconds;
+
+  VerdictInputs in;
+  in.tolerance = &*tolerance;
+  in.expected_to_fail = cell.expected_to_fail();
+  in.unresolved = golden->unresolved;
+  in.first_nonfinite = &result.first_nonfinite;
+  in.health = &result.health;
+  if (outcome->kind == PipelineOutcome::Kind::kError) {
+    in.run = VerdictInputs::Run::kError;
+    in.error = outcome->error;
+  } else if (outcome->kind == PipelineOutcome::Kind::kUnsupported) {
+    in.run = VerdictInputs::Run::kUnsupported;
+    in.unsupported = outcome->unsupported;
+  } else {
+    const GenerationResult& r = outcome->result;
+    result.timings.generation_seconds.push_back(GenerationSeconds(r));
+    result.timings.step_seconds = r.step_seconds;
+    result.timings.decode_seconds = r.decode_seconds;
+    const at::Tensor golden_frames = golden->golden ? golden->golden->frames : at::Tensor();
+    if (golden->golden && golden->golden->frames.sizes() != r.frames.sizes()) {
+      return Status::Corrupt(result.golden + ": golden frames " +
+                             c10::str(golden->golden->frames.sizes()) + " but the cell made " +
+                             c10::str(r.frames.sizes()));
+    }
+    result.health = AssessFrameHealth(r.decoded, r.frames, golden_frames, step_counts);
+    result.first_nonfinite = probes.first_nonfinite();
+    result.probes = probes.LeastHeadroom(static_cast<size_t>(options.probe_count));
+    if (golden->golden) result.metrics = Compare(*golden->golden, r);
+    in.metrics = result.metrics ? &*result.metrics : nullptr;
+    if (!options.artifacts_dir.empty()) {
+      FG_RETURN_IF_ERROR(SaveArtifacts(options.artifacts_dir, r));
+      result.artifacts_dir = options.artifacts_dir;
+    }
+    for (int i = 1; i < options.repeats; ++i) {
+      StatusOr<PipelineOutcome> again = RunPipeline(*spec);
+      if (!again.ok()) return again.status();
+      if (again->kind == PipelineOutcome::Kind::kFinished) {
+        result.timings.generation_seconds.push_back(GenerationSeconds(again->result));
+      }
+    }
+  }
+  const Verdict verdict = DecideVerdict(in);
+  result.status = verdict.status;
+  result.reason = verdict.reason;
+  result.error_class = verdict.error_class;
+  result.timings.peak_rss_bytes = PeakRssBytes();
+  return result;
+}
+
+}  // namespace framegate

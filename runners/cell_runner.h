@@ -1,0 +1,38 @@
+// RunCell: runs one cell in this process and judges it. The pipeline runs with the
+// numeric probes and per-step NaN counters attached, the candidate is compared with the
+// golden of its config, and DecideVerdict gives the status. This is the whole of
+// `framegate check`; `framegate run` calls it in a child process per cell.
+#pragma once
+
+#include <string>
+
+#include "harness/cell.h"
+#include "harness/cell_result.h"
+#include "harness/status.h"
+#include "pipelines/pipeline_run.h"
+
+namespace framegate {
+
+struct CellRunOptions {
+  std::string golden_dir;     // where goldens are looked up (GoldenStore)
+  bool probes = true;         // module ranges; NaN localisation is always on
+  int warmup = 0;             // untimed runs before the judged one
+  int repeats = 1;            // timed runs; the first is the judged one (with probes)
+  bool fp64_ref = false;      // also run in FP64 on the CPU: fp64_error_ratio
+  std::string artifacts_dir;  // when set: frames.npy and latents.npy of the candidate
+  int probe_count = 8;        // least-headroom modules kept in the result
+};
+
+// The PipelineSpec of a cell: policy, fault and sampler names resolved (the sampler's
+// defaults from the size or package). InvalidInput naming the bad value.
+StatusOr<PipelineSpec> SpecOfCell(const Cell& cell);
+
+// The one command that reruns `cell` alone and judges it.
+std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir);
+
+// A Status only for bad input that is not the cell's fault: an unknown policy or size,
+// a broken model package, a damaged golden (Corrupt naming the file). Everything the
+// pipeline does (errors, NaN, unsupported ops) is in the CellResult.
+StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options);
+
+}  // namespace framegate

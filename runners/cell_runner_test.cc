@@ -1,0 +1,112 @@
+// End to end through RunCell: each field report's fault case gets its status and
+// reason, and a clean policy passes against a golden made in the test.
+#include "runners/cell_runner.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "golden/golden_store.h"
+
+namespace framegate {
+namespace {
+
+class CellRunnerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() /
+                            ("fg_cell_runner_" + std::to_string(::getpid()))).string());
+    PipelineSpec spec = *SpecOfCell(TinyCell("fp32"));
+    ASSERT_TRUE(GoldenStore(*dir_).Make(spec, "test").ok());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static Cell TinyCell(const std::string& policy, const std::string& fault = "") {
+    Cell cell;
+    cell.policy = policy;
+    cell.fault = fault;
+    cell.steps = 4;
+    return cell;
+  }
+  static CellResult Check(const Cell& cell) {
+    CellRunOptions options;
+    options.golden_dir = *dir_;
+    StatusOr<CellResult> r = RunCell(cell, options);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : CellResult{};
+  }
+  static std::string* dir_;
+};
+std::string* CellRunnerTest::dir_ = nullptr;
+
+TEST_F(CellRunnerTest, CleanPoliciesPassAndFp32IsExact) {
+  const CellResult fp32 = Check(TinyCell("fp32"));
+  EXPECT_EQ(fp32.status, CellStatus::kPass) << fp32.reason;
+  ASSERT_TRUE(fp32.metrics);
+  EXPECT_TRUE(std::isinf(fp32.metrics->video.min_psnr));
+  const CellResult bf16 = Check(TinyCell("bf16"));
+  EXPECT_EQ(bf16.status, CellStatus::kPass) << bf16.reason;
+  EXPECT_LT(bf16.metrics->video.min_psnr, 200);  // really compared, not the golden itself
+  EXPECT_FALSE(bf16.probes.empty());
+  EXPECT_EQ(bf16.probes[0].dtype, "bfloat16");
+}
+
+TEST_F(CellRunnerTest, F1AndF4AreDtypeMismatchErrorsNamingTheModule) {
+  CellResult r = Check(TinyCell("bf16", "time-embed-fp32"));
+  EXPECT_EQ(r.status, CellStatus::kError);
+  EXPECT_EQ(r.error_class, "dtype_mismatch");
+  EXPECT_EQ(r.reason.rfind("dtype_mismatch: mat1 and mat2 must have the same dtype", 0), 0u) << r.reason;
+  EXPECT_NE(r.reason.find("time_embed.0"), std::string::npos) << r.reason;
+  r = Check(TinyCell("bf16", "input-fp32"));
+  EXPECT_EQ(r.status, CellStatus::kError);
+  EXPECT_EQ(r.error_class, "dtype_mismatch");
+  EXPECT_NE(r.reason.find("patch_embed"), std::string::npos) << r.reason;
+}
+
+TEST_F(CellRunnerTest, F5IsAnFp8PromotionError) {
+  const CellResult r = Check(TinyCell("fp8e4m3-bf16", "fp8-no-upcast"));
+  EXPECT_EQ(r.status, CellStatus::kError);
+  EXPECT_EQ(r.error_class, "fp8_promotion");
+}
+
+TEST_F(CellRunnerTest, F2AndF3UnderFp16EmulationAreNonfiniteWithStepAndModule) {
+  for (const char* fault : {"attn-overflow", "activation-overflow"}) {
+    const CellResult r = Check(TinyCell("fp16-emulated", fault));
+    EXPECT_EQ(r.status, CellStatus::kNonfinite) << fault << ": " << r.reason;
+    ASSERT_TRUE(r.first_nonfinite.found) << fault;
+    EXPECT_GE(r.first_nonfinite.step, 0);
+    EXPECT_NE(r.reason.find(" at step " + std::to_string(r.first_nonfinite.step) + " in " +
+                            r.first_nonfinite.module),
+              std::string::npos)
+        << r.reason;
+    EXPECT_NE(r.health.defect, FrameDefect::kBlack);  // NaN frames are never "black"
+  }
+  const CellResult attn = Check(TinyCell("fp16-emulated", "attn-overflow"));
+  EXPECT_NE(attn.first_nonfinite.module.find("spatial_attn"), std::string::npos)
+      << attn.first_nonfinite.module;
+  // The remedy: bf16 keeps the same fault finite.
+  EXPECT_EQ(Check(TinyCell("bf16", "attn-overflow")).health.defect, FrameDefect::kNone);
+}
+
+TEST_F(CellRunnerTest, MissingGoldenIsUnresolvedWithTheCommandThatMakesIt) {
+  Cell cell = TinyCell("fp32");
+  cell.seed = 99;
+  const CellResult r = Check(cell);
+  EXPECT_EQ(r.status, CellStatus::kUnresolved);
+  EXPECT_NE(r.reason.find("framegate golden make --size tiny --seed 99"), std::string::npos) << r.reason;
+}
+
+TEST_F(CellRunnerTest, XfailFlipsAndUnknownNamesAreBadInput) {
+  Cell cell = TinyCell("fp16-emulated", "attn-overflow");
+  cell.xfail = "F2: known FP16 attention overflow";
+  EXPECT_EQ(Check(cell).status, CellStatus::kXfail);
+  CellRunOptions options;
+  options.golden_dir = *dir_;
+  EXPECT_EQ(RunCell(TinyCell("fp12"), options).status().code(), Status::Code::kInvalidInput);
+  EXPECT_EQ(RunCell(TinyCell("fp32", "gremlins"), options).status().code(), Status::Code::kInvalidInput);
+}
+
+}  // namespace
+}  // namespace framegate
