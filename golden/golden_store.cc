@@ -49,8 +49,9 @@ json EntryToJson(const GoldenStore::Entry& e) {
 
 std::string GoldenKey::CanonicalString() const {
   std::ostringstream out;
-  out << "golden-v1|pipeline=" << pipeline << "|weights=" << weights
-      << "|sampler=" << SamplerKindName(sampler.kind) << "|steps=" << sampler.steps
+  out << "golden-v1|pipeline=" << pipeline << "|weights=" << weights;
+  if (!fault.empty()) out << "|fault=" << fault;
+  out << "|sampler=" << SamplerKindName(sampler.kind) << "|steps=" << sampler.steps
       << "|guidance=" << sampler.guidance << "|seed=" << seed;
   return out.str();
 }
@@ -58,7 +59,7 @@ std::string GoldenKey::CanonicalString() const {
 std::string GoldenKey::Hash() const { return Sha256Hex(CanonicalString()); }
 
 std::string GoldenKey::FileName() const {
-  return PathSafe(pipeline) + "-seed" + std::to_string(seed) + "-" + Hash().substr(0, 8) +
+  return PathSafe(pipeline) + (fault.empty() ? "" : "-" + PathSafe(fault)) + "-seed" + std::to_string(seed) + "-" + Hash().substr(0, 8) +
          ".safetensors";
 }
 
@@ -70,6 +71,7 @@ StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec) {
     if (!size.ok()) return size.status();
     key.pipeline = "reference:" + size->name;
     key.weights = "seed=" + std::to_string(spec.weight_seed);
+    key.fault = FaultCaseName(spec.fault);
     key.sampler = size->sampler;
   } else {
     StatusOr<ModelManifest> manifest = ReadModelManifest(spec.model_dir);
@@ -96,6 +98,7 @@ std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) 
       << (spec.model_dir.empty() ? "--size " + spec.size : "--model " + spec.model_dir)
       << " --seed " << spec.seed;
   if (spec.weight_seed != 0) cmd << " --weight-seed " << spec.weight_seed;
+  if (spec.fault != FaultCase::kNone) cmd << " --fault " << FaultCaseName(spec.fault);
   if (spec.sampler) {
     cmd << " --sampler " << SamplerKindName(spec.sampler->kind) << " --steps "
         << spec.sampler->steps << " --guidance " << spec.sampler->guidance;
@@ -106,9 +109,6 @@ std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) 
 
 StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec,
                                         const std::string& command) const {
-  if (spec.fault != FaultCase::kNone) {
-    return Status::InvalidInput("a golden is made without a fault case");
-  }
   if (spec.policy.name != "fp32") {
     return Status::InvalidInput("a golden is made under the fp32 policy, not '" +
                                 spec.policy.name + "'");

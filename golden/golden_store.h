@@ -17,18 +17,24 @@
 
 namespace framegate {
 
-// What a golden depends on: the pipeline (for a package: the sha256 of its two modules, so
-// a changed model no longer matches), the weights' seed, the sampler and the seed.
+// What a golden depends on: the model (for a package: the sha256 of its two modules, so
+// a changed model no longer matches; for the reference: its weights' seed and the fault
+// case built into it, since a fault case is another model whose FP32 output is its own
+// reference), the sampler and the seed. Never the policy or the device under test.
 struct GoldenKey {
   std::string pipeline;  // "reference:tiny" / "model:<folder basename>"
-  std::string weights;   // "seed=0" (reference) / "denoiser=<sha8>,decoder=<sha8>"
+  std::string weights;   // "seed=0" (reference) / "denoiser=<sha16>,decoder=<sha16>"
+  std::string fault;     // reference fault case, "" for none
   SamplerConfig sampler;
   uint64_t seed = 0;
 
   // "golden-v1|pipeline=reference:tiny|weights=seed=0|sampler=ddim|steps=8|guidance=5|seed=0"
+  // (with "|fault=<name>" after the weights when there is a fault case)
   std::string CanonicalString() const;
   std::string Hash() const;      // sha256 of CanonicalString()
-  std::string FileName() const;  // "reference-tiny-seed0-1a2b3c4d.safetensors", path-safe
+  // "reference-tiny-seed0-1a2b3c4d.safetensors" ("reference-tiny-attn-overflow-seed0-..."
+  // with a fault), path-safe.
+  std::string FileName() const;
 };
 
 // The key of a spec's config (its sampler resolved to the size's or package's default).
@@ -45,7 +51,7 @@ class GoldenStore {
   std::string PathFor(const GoldenKey& key) const { return dir_ + "/" + key.FileName(); }
 
   // Runs `spec` in FP32 on spec.device (the reference device), writes the golden and
-  // its manifest entry. InvalidInput for a spec with a fault case or a non-FP32 policy;
+  // its manifest entry. InvalidInput for a non-FP32 policy;
   // Internal when the FP32 run itself fails or is not finite. Returns the file's path.
   StatusOr<std::string> Make(const PipelineSpec& spec, const std::string& command) const;
 

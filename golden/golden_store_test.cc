@@ -74,18 +74,24 @@ TEST_F(GoldenStoreTest, ChangedConfigOrBytesAreNeverASilentPass) {
   EXPECT_NE(problems[0].find(key.FileName()), std::string::npos);
 }
 
-TEST_F(GoldenStoreTest, RefusesFaultsAndLowPrecisionPolicies) {
-  GoldenStore store(dir_);
+TEST_F(GoldenStoreTest, AFaultCaseIsAnotherModelWithItsOwnGolden) {
   PipelineSpec faulty = spec_;
   faulty.fault = FaultCase::kAttnOverflow;
-  EXPECT_EQ(store.Make(faulty, "").status().code(), Status::Code::kInvalidInput);
+  const GoldenKey clean = *GoldenKeyOf(spec_), fault = *GoldenKeyOf(faulty);
+  EXPECT_NE(clean.FileName(), fault.FileName());
+  EXPECT_EQ(fault.FileName().rfind("reference-tiny-attn-overflow-seed0-", 0), 0u) << fault.FileName();
+  EXPECT_NE(GoldenMakeCommand(faulty, "g").find("--fault attn-overflow"), std::string::npos);
+}
+
+TEST_F(GoldenStoreTest, RefusesLowPrecisionPolicies) {
+  GoldenStore store(dir_);
   PipelineSpec bf16 = spec_;
   bf16.policy = *FindPolicy("bf16");
   EXPECT_EQ(store.Make(bf16, "").status().code(), Status::Code::kInvalidInput);
 }
 
 TEST(GoldenKeyTest, FileNamesArePathSafeAndDifferPerConfig) {
-  GoldenKey key{"model:../../etc", "seed=0", SamplerConfig{}, 3};
+  GoldenKey key{"model:../../etc", "seed=0", "", SamplerConfig{}, 3};
   EXPECT_EQ(key.FileName().find('/'), std::string::npos);
   EXPECT_EQ(key.FileName().rfind("model-------etc-seed3-", 0), 0u) << key.FileName();
   GoldenKey other = key;

@@ -62,7 +62,6 @@ StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string&
   } else if (golden.status().code() == Status::Code::kNotFound) {
     PipelineSpec fp32 = spec;
     fp32.policy = Fp32Policy();
-    fp32.fault = FaultCase::kNone;
     fp32.device = "cpu";
     lookup.unresolved = "no golden " + store.PathFor(*key) +
                         " (make it: " + GoldenMakeCommand(fp32, dir) + ")";

@@ -1,0 +1,173 @@
+"""`framegate check`, `golden` and `metrics` driven as real subprocesses on real files."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+FRAMEGATE = os.environ.get("FRAMEGATE_BIN")
+SOURCE = pathlib.Path(os.environ.get("FRAMEGATE_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+pytestmark = pytest.mark.skipif(not FRAMEGATE, reason="FRAMEGATE_BIN is not set (run through ctest)")
+sys.path.insert(0, str(SOURCE / "pipelines" / "crosscheck"))
+import make_crosscheck_package  # noqa: E402
+
+FAST = ("--steps", "3", "--threads", "1")
+
+
+def run(*args, check=False):
+    return subprocess.run([FRAMEGATE, *args], capture_output=True, text=True, check=check)
+
+
+def one_line_error(r, *words):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.startswith("framegate: error: ") and r.stderr.count("\n") == 1, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="module")
+def goldens(tmp_path_factory):
+    d = tmp_path_factory.mktemp("golden")
+    r = run("golden", "make", "--size", "tiny", "--seed", "0", *FAST, "--golden-dir", str(d))
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def test_golden_list_and_check(goldens):
+    listed = json.loads(run("golden", "list", "--json", "--golden-dir", str(goldens)).stdout)
+    assert len(listed) == 1 and listed[0]["config"].startswith("golden-v1|pipeline=reference:tiny")
+    r = run("golden", "check", "--golden-dir", str(goldens))
+    assert r.returncode == 0 and "all intact" in r.stdout
+
+
+def test_check_passes_clean_policies_and_writes_the_cells_json(goldens, tmp_path):
+    out = tmp_path / "cells.json"
+    r = run("check", "--size", "tiny", "--policy", "fp32,bf16", *FAST, "--golden-dir", str(goldens),
+            "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    cells = json.loads(out.read_text())["cells"]
+    assert [c["status"] for c in cells] == ["PASS", "PASS"]
+    for key in ("cell_id", "pipeline", "device", "policy", "seed", "status", "reason", "metrics",
+                "health", "first_nonfinite"):
+        assert key in cells[1]
+    assert cells[0]["metrics"]["frames"][0]["psnr"] is None  # identical to the golden: inf
+    assert 30 < cells[1]["metrics"]["min_psnr"] < 200
+    assert len(cells[0]["cell_id"]) == 16 and cells[0]["cell_id"] != cells[1]["cell_id"]
+
+
+def test_check_names_fault_statuses_and_reproduces(goldens, tmp_path):
+    out = tmp_path / "cells.json"
+    r = run("check", "--size", "tiny", "--policy", "fp16-emulated", "--fault", "attn-overflow", *FAST,
+            "--golden-dir", str(goldens), "--json", str(out))
+    assert r.returncode == 1
+    cell = json.loads(out.read_text())["cells"][0]
+    assert cell["status"] == "NONFINITE"
+    first = cell["first_nonfinite"]
+    assert first["found"] and "spatial_attn" in first["module"]
+    assert cell["reason"].endswith(f"at step {first['step']} in {first['module']}")
+    assert "reproduce: framegate check --size tiny --device cpu --policy fp16-emulated" in r.stdout
+    r = run("check", "--size", "tiny", "--policy", "bf16", "--fault", "time-embed-fp32", *FAST,
+            "--golden-dir", str(goldens), "--json", str(out))
+    cell = json.loads(out.read_text())["cells"][0]
+    assert r.returncode == 1 and cell["status"] == "ERROR"
+    assert cell["reason"].startswith("dtype_mismatch: mat1 and mat2 must have the same dtype")
+
+
+def test_missing_golden_is_unresolved_with_the_make_command(tmp_path):
+    r = run("check", "--size", "tiny", "--seed", "5", *FAST, "--golden-dir", str(tmp_path))
+    assert r.returncode == 1
+    assert "UNRESOLVED" in r.stdout and "framegate golden make --size tiny --seed 5" in r.stdout
+
+
+def test_damaged_golden_is_an_error_naming_the_file(goldens, tmp_path):
+    damaged = tmp_path / "golden"
+    damaged.mkdir()
+    for f in goldens.iterdir():
+        (damaged / f.name).write_bytes(f.read_bytes())
+    golden = next(damaged.glob("*.safetensors"))
+    data = bytearray(golden.read_bytes())
+    data[-5] ^= 0xFF
+    golden.write_bytes(bytes(data))
+    one_line_error(run("check", "--size", "tiny", *FAST, "--golden-dir", str(damaged)),
+                   golden.name, "sha256")
+    r = run("golden", "check", "--golden-dir", str(damaged))
+    assert r.returncode == 2 and golden.name in r.stderr
+    golden.write_bytes(bytes(data[: len(data) // 2]))
+    one_line_error(run("check", "--size", "tiny", *FAST, "--golden-dir", str(damaged)), golden.name)
+
+
+def test_check_bad_input_is_exit_2():
+    one_line_error(run("check", "--policy", "fp12", *FAST), "unknown policy 'fp12'")
+    one_line_error(run("check", "--fault", "gremlins", *FAST), "gremlins")
+    one_line_error(run("check", "--tolerance", "lax", *FAST), "unknown tolerance profile 'lax'")
+
+
+def test_model_package_goldens_are_made_and_checked_the_same_way(tmp_path):
+    package = tmp_path / "pkg"
+    make_crosscheck_package.write_package(str(package), sampler="ddim", steps=4, guidance=2.0)
+    goldens = tmp_path / "golden"
+    r = run("golden", "make", "--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert "model-pkg-seed0-" in r.stdout
+    r = run("check", "--model", str(package), "--policy", "fp32,bf16", "--golden-dir", str(goldens),
+            "--threads", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [l.split()[0] for l in r.stdout.splitlines()[:2]] == ["PASS", "PASS"]
+    # A changed model no longer matches its golden: UNRESOLVED, never a pass.
+    (package / "decoder.pt").write_bytes((package / "decoder.pt").read_bytes() + b"\0")
+    r = run("check", "--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    assert r.returncode == 1 and r.stdout.startswith("UNRESOLVED"), r.stdout
+
+
+def video(frames=6, h=24, w=24, shift=0.15):
+    x = np.linspace(0, 1, w, dtype=np.float32)[None, None, :, None]
+    t = np.arange(frames, dtype=np.float32)[:, None, None, None] * shift
+    return np.broadcast_to(0.5 + 0.4 * np.sin((x + t) * 6.28), (frames, h, w, 3)).astype(np.float32)
+
+
+def test_metrics_json_npy_png_and_shapes(tmp_path):
+    ref = video()
+    np.save(tmp_path / "ref.npy", ref)
+    np.save(tmp_path / "same.npy", ref)
+    noisy = np.clip(ref + np.random.default_rng(0).normal(0, 0.01, ref.shape), 0, 1).astype(np.float32)
+    np.save(tmp_path / "noisy.npy", noisy)
+    same = json.loads(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "same.npy"), "--json").stdout)
+    assert all(f["psnr"] is None and f["ssim"] == 1.0 for f in same["frames"])
+    m = json.loads(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "noisy.npy"), "--json").stdout)
+    mse = ((noisy.astype(np.float64) - ref) ** 2).mean(axis=(1, 2, 3))
+    assert np.allclose([f["psnr"] for f in m["frames"]], 10 * np.log10(1 / mse), atol=1e-3)
+    assert m["health"]["defect"] == "none" and len(m["frames"]) == 6
+    for key in ("max_abs", "rel_l2", "temporal_rel_l2", "cosine", "min_psnr", "mean_ssim"):
+        assert key in m
+    # uint8 npy and a PNG folder read as the same video.
+    u8 = np.round(ref * 255).astype(np.uint8)
+    np.save(tmp_path / "u8.npy", u8)
+    frames_dir = tmp_path / "png"
+    frames_dir.mkdir()
+    import matplotlib.image
+    for i, f in enumerate(u8):
+        matplotlib.image.imsave(frames_dir / f"frame_{i:04d}.png", f)
+    a = json.loads(run("metrics", str(tmp_path / "u8.npy"), str(frames_dir), "--json").stdout)
+    assert all(f["psnr"] is None for f in a["frames"]), a["frames"]
+    np.save(tmp_path / "short.npy", ref[:4])
+    one_line_error(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "short.npy")), "short.npy")
+    (tmp_path / "empty").mkdir()
+    one_line_error(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "empty")), "no .png frames")
+
+
+def test_metrics_tells_nan_black_and_frozen_apart(tmp_path):
+    ref = video()
+    np.save(tmp_path / "ref.npy", ref)
+    cases = {
+        "nonfinite": np.full_like(ref, np.nan),
+        "black": np.zeros_like(ref),
+        "frozen": np.broadcast_to(ref[:1], ref.shape).copy(),
+    }
+    for kind, cand in cases.items():
+        np.save(tmp_path / f"{kind}.npy", cand)
+        r = run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / f"{kind}.npy"), "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["health"]["defect"] == kind
