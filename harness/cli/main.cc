@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(FRAMEGATE_VERSION_STRING));
   std::vector<Command> commands = {AddAuditCommand(app), AddGenerateCommand(app),
                                    AddInfoCommand(app)};
+  for (auto add : {AddCompareCommand, AddDbCommand, AddHistoryCommand, AddMergeCommand,
+                   AddRegressionsCommand}) {
+    commands.push_back(add(app));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
