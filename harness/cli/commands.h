@@ -29,6 +29,12 @@ Command AddCheckCommand(CLI::App& parent);
 Command AddGoldenCommand(CLI::App& parent);
 Command AddInfoCommand(CLI::App& parent);
 Command AddMetricsCommand(CLI::App& parent);
+// The results store's commands (store_commands.cc).
+Command AddCompareCommand(CLI::App& parent);
+Command AddDbCommand(CLI::App& parent);
+Command AddHistoryCommand(CLI::App& parent);
+Command AddMergeCommand(CLI::App& parent);
+Command AddRegressionsCommand(CLI::App& parent);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);

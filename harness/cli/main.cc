@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {AddAuditCommand(app),  AddCheckCommand(app),
                                    AddGenerateCommand(app), AddGoldenCommand(app),
                                    AddInfoCommand(app),   AddMetricsCommand(app)};
+  for (auto add : {AddCompareCommand, AddDbCommand, AddHistoryCommand, AddMergeCommand,
+                   AddRegressionsCommand}) {
+    commands.push_back(add(app));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

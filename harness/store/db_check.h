@@ -1,0 +1,27 @@
+// CheckDatabase: `framegate db check`. Opens the file read-only (never creates, migrates
+// or repairs it), runs PRAGMA integrity_check, reads the schema version and counts the
+// rows of every table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/status.h"
+
+namespace framegate {
+
+struct DbCheckReport {
+  std::string path;
+  int schema_version = 0;   // may be older than kStoreSchemaVersion (migrated on next write)
+  std::string journal_mode;  // "wal" for a file the store has opened
+  std::vector<std::pair<std::string, int64_t>> table_rows;  // table name, rows; by name
+};
+
+// NotFound for a missing file; Corrupt naming the file and the first problem when it is
+// not an SQLite database or integrity_check reports anything; Unsupported for a schema
+// newer than this framegate's.
+StatusOr<DbCheckReport> CheckDatabase(const std::string& path);
+
+}  // namespace framegate

@@ -1,0 +1,62 @@
+// Loading the series `framegate regressions` analyses: the runs of a window (and the
+// baseline's runs), and per (cell, device model) the points of those runs, oldest first.
+// Internal to regressions.cc. Reads only the columns the analysis needs (cells by the
+// (run_id, cell_id) index, metrics by rowid), which is what keeps it fast at fleet scale.
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "harness/cell_status.h"
+#include "harness/status.h"
+#include "harness/store/sqlite_db.h"
+
+namespace framegate {
+
+struct SeriesRun {
+  std::string run_id, started_at, git_sha, tags;
+  std::string environment;  // git sha + LibTorch + CUDA versions: "no code change" key
+  bool in_window = false;
+  bool tagged = false;  // carries the baseline tag
+};
+
+struct SeriesPoint {
+  int run = 0;  // index into SeriesData::runs
+  CellStatus status = CellStatus::kPass;
+  double latency = 0, min_psnr = 0, mean_ssim = 0, rel_l2 = 0;  // NaN when absent
+};
+
+struct Series {
+  std::string cell_id, model, family;
+  std::vector<SeriesPoint> points;  // oldest first
+};
+
+struct SeriesData {
+  std::vector<SeriesRun> runs;  // oldest first
+  std::vector<Series> series;
+  std::map<std::string, std::vector<std::string>> family_models;  // every model a family ran on
+};
+
+// The baseline as given on the command line, resolved.
+struct BaselineChoice {
+  enum class Kind { kLastGood, kRun, kTag } kind = Kind::kLastGood;
+  std::string name;  // run id or tag
+};
+
+// "YYYY-MM-DD" `days` before the ISO 8601 time `iso`; "" when `iso` is not one.
+std::string DaysBefore(const std::string& iso, int days);
+// Whether `since` starts with a valid YYYY-MM-DD date.
+bool IsIsoDate(const std::string& since);
+
+// Resolves "last-good" / a run id / a tag; InvalidInput naming the file when none fits.
+StatusOr<BaselineChoice> ResolveBaseline(SqliteDb& db, const std::string& baseline);
+// The newest run's started_at, "" for an empty store.
+StatusOr<std::string> NewestRunStart(SqliteDb& db);
+// Loads runs started at or after `since`, plus the baseline run (or the runs carrying the
+// baseline tag), and their points.
+StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
+                                const BaselineChoice& baseline);
+
+}  // namespace framegate

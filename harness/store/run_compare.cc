@@ -1,0 +1,214 @@
+#include "harness/store/run_compare.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "harness/store/cell_rows.h"
+#include "harness/store/mann_whitney.h"
+
+namespace framegate {
+namespace {
+
+struct AccuracyMetric {
+  const char* name;
+  bool higher_is_better;
+  double (*value)(const ComparisonMetrics&);
+  int history_column;  // in the noise query
+};
+
+const AccuracyMetric kAccuracyMetrics[] = {
+    {"min_psnr", true, [](const ComparisonMetrics& m) { return m.video.min_psnr; }, 0},
+    {"mean_ssim", true, [](const ComparisonMetrics& m) { return m.video.mean_ssim; }, 1},
+    {"rel_l2", false, [](const ComparisonMetrics& m) { return m.video.rel_l2; }, 2},
+};
+
+double Floor(const AccuracyMetric& metric, double a) {
+  if (std::string(metric.name) == "min_psnr") return kPsnrFloorDb;
+  if (std::string(metric.name) == "mean_ssim") return kSsimFloor;
+  return kRelL2RelativeFloor * std::fabs(a);
+}
+
+// The metric values of the cell's results before run B on the same device model.
+class NoiseHistory {
+ public:
+  static StatusOr<NoiseHistory> Prepare(SqliteDb& db, const RunInfo& b) {
+    StatusOr<SqliteStatement> stmt = db.Prepare(
+        "SELECT m.min_psnr, m.mean_ssim, m.rel_l2 FROM cells c "
+        "JOIN runs r ON r.run_id = c.run_id "
+        "JOIN metrics m ON m.cell_row = c.id "
+        "LEFT JOIN devices d ON d.run_id = c.run_id AND d.device = ? "
+        "WHERE c.cell_id = ? AND r.started_at < ? AND c.run_id <> ? "
+        "AND coalesce(d.name, '') = ? ORDER BY r.started_at DESC LIMIT ?");
+    if (!stmt.ok()) return stmt.status();
+    return NoiseHistory(std::move(*stmt), b);
+  }
+
+  // Standard deviation of the metric in column `column` (0 with fewer than 3 values).
+  StatusOr<double> Sigma(const std::string& cell_id, const std::string& device,
+                         const std::string& device_name, int column, int limit) {
+    stmt_.Bind(1, device).Bind(2, cell_id).Bind(3, b_.started_at).Bind(4, b_.run_id);
+    stmt_.Bind(5, device_name).Bind(6, static_cast<int64_t>(limit));
+    std::vector<double> values;
+    for (;;) {
+      StatusOr<bool> row = stmt_.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      const double v = stmt_.Real(column);
+      if (std::isfinite(v)) values.push_back(v);
+    }
+    stmt_.Reset();
+    if (values.size() < 3) return 0.0;
+    double mean = 0, sum_sq = 0;
+    for (double v : values) mean += v / static_cast<double>(values.size());
+    for (double v : values) sum_sq += (v - mean) * (v - mean);
+    return std::sqrt(sum_sq / static_cast<double>(values.size() - 1));
+  }
+
+ private:
+  NoiseHistory(SqliteStatement stmt, RunInfo b) : stmt_(std::move(stmt)), b_(std::move(b)) {}
+  SqliteStatement stmt_;
+  RunInfo b_;
+};
+
+std::map<std::string, std::string> DeviceNames(const RunRecord& run) {
+  std::map<std::string, std::string> names;
+  for (const DeviceInfo& d : run.devices) names[d.device] = d.name;
+  return names;
+}
+
+CellChange BaseChange(ChangeKind kind, const CellResult& a, const CellResult& b) {
+  CellChange change;
+  change.kind = kind;
+  change.cell_id = b.cell.Id();
+  change.label = b.cell.Label();
+  change.status_a = StatusName(a.status);
+  change.status_b = StatusName(b.status);
+  change.reason_b = b.reason;
+  return change;
+}
+
+std::optional<CellChange> StatusChange(const CellResult& a, const CellResult& b) {
+  if (a.status == b.status) return std::nullopt;
+  const bool fail_a = IsFailure(a.status), fail_b = IsFailure(b.status);
+  ChangeKind kind = ChangeKind::kStatusChanged;
+  if (!fail_a && fail_b) kind = ChangeKind::kNewlyFailing;
+  if (fail_a && !fail_b) kind = ChangeKind::kNewlyPassing;
+  return BaseChange(kind, a, b);
+}
+
+std::optional<CellChange> LatencyChange(const CellResult& a, const CellResult& b,
+                                        const CompareOptions& options) {
+  const std::vector<double>& ra = a.timings.generation_seconds;
+  const std::vector<double>& rb = b.timings.generation_seconds;
+  if (ra.empty() || rb.empty()) return std::nullopt;
+  const double median_a = MedianOf(ra), median_b = MedianOf(rb);
+  const double effect = median_b / median_a - 1;
+  const MannWhitneyResult test = MannWhitneyU(ra, rb);
+  if (!(test.p_value < options.alpha) || !(std::fabs(effect) >= options.min_effect)) {
+    return std::nullopt;
+  }
+  CellChange change = BaseChange(effect > 0 ? ChangeKind::kSlower : ChangeKind::kFaster, a, b);
+  change.metric = "latency_median_s";
+  change.value_a = median_a;
+  change.value_b = median_b;
+  change.p_value = test.p_value;
+  change.repeats_a = static_cast<int>(ra.size());
+  change.repeats_b = static_cast<int>(rb.size());
+  return change;
+}
+
+// Accuracy changes of one cell beyond its noise band.
+Status AccuracyChanges(const CellResult& a, const CellResult& b, const std::string& device_name,
+                       const CompareOptions& options, NoiseHistory& noise,
+                       std::vector<CellChange>* changes) {
+  if (!a.metrics || !b.metrics) return Status::Ok();
+  for (const AccuracyMetric& metric : kAccuracyMetrics) {
+    const double va = metric.value(*a.metrics), vb = metric.value(*b.metrics);
+    if (std::isnan(va) || std::isnan(vb) || va == vb) continue;
+    bool worse = metric.higher_is_better ? vb < va : vb > va;
+    double band = 0;
+    if (std::isfinite(va) && std::isfinite(vb)) {
+      band = Floor(metric, va);
+      if (std::fabs(vb - va) <= band) continue;
+      StatusOr<double> sigma = noise.Sigma(b.cell.Id(), b.cell.device, device_name,
+                                           metric.history_column, options.noise_history);
+      if (!sigma.ok()) return sigma.status();
+      band = std::max(band, 3 * *sigma);
+      if (std::fabs(vb - va) <= band) continue;
+    }  // a PSNR going to or from +inf (identical frames) always counts
+    CellChange change =
+        BaseChange(worse ? ChangeKind::kAccuracyWorse : ChangeKind::kAccuracyBetter, a, b);
+    change.metric = metric.name;
+    change.value_a = va;
+    change.value_b = vb;
+    change.band = band;
+    changes->push_back(change);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* ChangeKindName(ChangeKind kind) {
+  switch (kind) {
+    case ChangeKind::kNewlyFailing: return "newly_failing";
+    case ChangeKind::kNewlyPassing: return "newly_passing";
+    case ChangeKind::kStatusChanged: return "status_changed";
+    case ChangeKind::kAccuracyWorse: return "accuracy_worse";
+    case ChangeKind::kAccuracyBetter: return "accuracy_better";
+    case ChangeKind::kSlower: return "slower";
+    case ChangeKind::kFaster: return "faster";
+    case ChangeKind::kOnlyInA: return "only_in_a";
+    case ChangeKind::kOnlyInB: return "only_in_b";
+  }
+  return "unknown";
+}
+
+bool IsRegression(ChangeKind kind) {
+  return kind == ChangeKind::kNewlyFailing || kind == ChangeKind::kAccuracyWorse ||
+         kind == ChangeKind::kSlower;
+}
+
+int RunComparison::regressions() const {
+  int count = 0;
+  for (const CellChange& change : changes) count += IsRegression(change.kind);
+  return count;
+}
+
+StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a,
+                                    const std::string& run_b, const CompareOptions& options) {
+  StatusOr<RunRecord> a = store.LoadRun(run_a);
+  if (!a.ok()) return a.status();
+  StatusOr<RunRecord> b = store.LoadRun(run_b);
+  if (!b.ok()) return b.status();
+  StatusOr<NoiseHistory> noise = NoiseHistory::Prepare(store.db(), b->info);
+  if (!noise.ok()) return noise.status();
+  RunComparison out;
+  out.a = a->info;
+  out.b = b->info;
+  std::map<std::string, const CellResult*> in_a;
+  for (const CellResult& r : a->cells) in_a[r.cell.Id()] = &r;
+  const std::map<std::string, std::string> names_b = DeviceNames(*b);
+  for (const CellResult& rb : b->cells) {
+    auto found = in_a.find(rb.cell.Id());
+    if (found == in_a.end()) {
+      out.changes.push_back(BaseChange(ChangeKind::kOnlyInB, rb, rb));
+      continue;
+    }
+    const CellResult& ra = *found->second;
+    in_a.erase(found);
+    ++out.cells_compared;
+    if (std::optional<CellChange> c = StatusChange(ra, rb)) out.changes.push_back(*c);
+    auto name = names_b.find(rb.cell.device);
+    FG_RETURN_IF_ERROR(AccuracyChanges(ra, rb, name == names_b.end() ? "" : name->second,
+                                       options, *noise, &out.changes));
+    if (std::optional<CellChange> c = LatencyChange(ra, rb, options)) out.changes.push_back(*c);
+  }
+  for (const auto& [id, ra] : in_a) {
+    out.changes.push_back(BaseChange(ChangeKind::kOnlyInA, *ra, *ra));
+  }
+  return out;
+}
+
+}  // namespace framegate
