@@ -24,11 +24,13 @@ struct Command {
 };
 
 Command AddAuditCommand(CLI::App& parent);
+Command AddDevicesCommand(CLI::App& parent);
 Command AddGenerateCommand(CLI::App& parent);
 Command AddCheckCommand(CLI::App& parent);
 Command AddGoldenCommand(CLI::App& parent);
 Command AddInfoCommand(CLI::App& parent);
 Command AddMetricsCommand(CLI::App& parent);
+Command AddListCommand(CLI::App& parent);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);

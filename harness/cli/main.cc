@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {AddAuditCommand(app),  AddCheckCommand(app),
                                    AddGenerateCommand(app), AddGoldenCommand(app),
                                    AddInfoCommand(app),   AddMetricsCommand(app)};
+  commands.push_back(AddDevicesCommand(app));
+  commands.push_back(AddListCommand(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
