@@ -24,6 +24,7 @@ struct Command {
 };
 
 Command AddAuditCommand(CLI::App& parent);
+Command AddDevicesCommand(CLI::App& parent);
 Command AddGenerateCommand(CLI::App& parent);
 Command AddCheckCommand(CLI::App& parent);
 Command AddGoldenCommand(CLI::App& parent);
@@ -35,6 +36,7 @@ Command AddDbCommand(CLI::App& parent);
 Command AddHistoryCommand(CLI::App& parent);
 Command AddMergeCommand(CLI::App& parent);
 Command AddRegressionsCommand(CLI::App& parent);
+Command AddListCommand(CLI::App& parent);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);

@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {AddAuditCommand(app),  AddCheckCommand(app),
                                    AddGenerateCommand(app), AddGoldenCommand(app),
                                    AddInfoCommand(app),   AddMetricsCommand(app)};
-  for (auto add : {AddCompareCommand, AddDbCommand, AddHistoryCommand, AddMergeCommand,
-                   AddRegressionsCommand}) {
+  for (auto add : {AddCompareCommand, AddDbCommand, AddDevicesCommand, AddHistoryCommand,
+                   AddListCommand, AddMergeCommand, AddRegressionsCommand}) {
     commands.push_back(add(app));
   }
   try {

@@ -1,0 +1,115 @@
+// Device discovery on this host, checked against /proc itself, and the unsupported-here
+// rules of matrix/unsupported.h on described hosts.
+#include "matrix/device_discovery.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "matrix/unsupported.h"
+
+namespace framegate {
+namespace {
+
+// The first "flags" line of /proc/cpuinfo as a set.
+std::set<std::string> ProcCpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::string> flags;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) flags.insert(w);
+    break;
+  }
+  return flags;
+}
+
+TEST(DeviceDiscoveryTest, TheCpuComesFirstWithFeaturesFromProcCpuinfo) {
+  const HostDevices host = DiscoverHost();
+  ASSERT_FALSE(host.devices.empty());
+  const DeviceInfo& cpu = host.devices.front();
+  EXPECT_EQ(cpu.device, "cpu");
+  EXPECT_FALSE(cpu.name.empty());
+  EXPECT_GT(cpu.memory_bytes, int64_t{256} << 20);
+  EXPECT_GE(host.cpu_cores, 1);
+  const std::set<std::string> flags = ProcCpuFlags();
+  for (const std::string& f : host.cpu_features) {
+    EXPECT_TRUE(flags.count(f)) << f;
+    EXPECT_TRUE(HasCpuFeature(cpu, f)) << f;
+  }
+  for (const char* f : {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+    EXPECT_EQ(HasCpuFeature(cpu, f), flags.count(f) > 0) << f;
+  if (!host.built_with_cuda) {
+    EXPECT_EQ(host.devices.size(), 1u);
+    EXPECT_EQ(host.cuda_runtime, "");
+  }
+  for (size_t i = 1; i < host.devices.size(); ++i)
+    EXPECT_EQ(host.devices[i].device, "cuda:" + std::to_string(i - 1));
+  EXPECT_EQ(FindDevice(host.devices, "cpu"), &host.devices.front());
+  EXPECT_EQ(FindDevice(host.devices, "cuda:99"), nullptr);
+}
+
+TEST(DeviceDiscoveryTest, GpuCapabilityReadsMajorMinor) {
+  EXPECT_EQ(GpuCapability(DeviceInfo{"cuda:0", "A100", "8.0", 0, ""}), 80);
+  EXPECT_EQ(GpuCapability(DeviceInfo{"cuda:1", "L4", "8.9", 0, ""}), 89);
+  EXPECT_EQ(GpuCapability(DeviceInfo{"cpu", "x", "avx2", 0, ""}), 0);
+}
+
+const DeviceInfo kPlainCpu{"cpu", "Old CPU", "avx2 avx512f", 0, ""};
+const DeviceInfo kBf16Cpu{"cpu", "Sapphire Rapids", "avx2 avx512f avx512_bf16 amx_bf16", 0, ""};
+const DeviceInfo kAmpere{"cuda:0", "A100", "8.0", 0, "535"};
+const DeviceInfo kVolta{"cuda:1", "V100", "7.0", 0, "535"};
+
+Cell On(const std::string& device, const std::string& policy,
+        std::vector<std::string> requirements = {}) {
+  Cell c;
+  c.device = device;
+  c.policy = policy;
+  c.requirements = std::move(requirements);
+  return c;
+}
+
+TEST(UnsupportedReasonTest, RunnableCellsHaveNoReason) {
+  EXPECT_EQ(UnsupportedReason(On("cpu", "fp32"), {kPlainCpu}), "");
+  EXPECT_EQ(UnsupportedReason(On("cpu", "bf16"), {kPlainCpu}), "");  // emulated bf16 runs
+  EXPECT_EQ(UnsupportedReason(On("cpu", "fp16-emulated"), {kPlainCpu}), "");
+  EXPECT_EQ(UnsupportedReason(On("cpu", "bf16", {"bf16"}), {kBf16Cpu}), "");
+  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp16", {"cuda", "bf16", "tf32", "fp16"}),
+                              {kPlainCpu, kAmpere}), "");
+}
+
+TEST(UnsupportedReasonTest, MissingDevice) {
+  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp32"), {kPlainCpu}),
+            "device cuda:0 not found on this host (found: cpu)");
+  EXPECT_EQ(UnsupportedReason(On("cuda:2", "fp32"), {kPlainCpu, kAmpere, kVolta}),
+            "device cuda:2 not found on this host (found: cpu, cuda:0, cuda:1)");
+}
+
+TEST(UnsupportedReasonTest, UnmetRequirements) {
+  EXPECT_EQ(UnsupportedReason(On("cpu", "fp32", {"cuda"}), {kPlainCpu}),
+            "requires cuda but runs on cpu");
+  EXPECT_EQ(UnsupportedReason(On("cpu", "bf16", {"bf16"}), {kPlainCpu}),
+            "requires bf16: cpu (Old CPU) has no native BF16 (needs avx512_bf16 or amx_bf16)");
+  EXPECT_EQ(UnsupportedReason(On("cuda:1", "bf16", {"cuda", "bf16"}), {kPlainCpu, kVolta}),
+            "requires bf16: cuda:1 (capability 7.0) has no native BF16 (needs capability >= 8.0)");
+  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp8e4m3-bf16", {"fp8"}), {kAmpere}),
+            "requires fp8: cuda:0 (capability 8.0) has no FP8 tensor cores (needs a GPU with "
+            "capability >= 8.9)");
+  EXPECT_EQ(UnsupportedReason(On("cuda:1", "tf32", {"tf32"}), {kVolta}),
+            "requires tf32: cuda:1 (capability 7.0) has no TF32 (needs a GPU with capability >= 8.0)");
+}
+
+TEST(UnsupportedReasonTest, Fp16ComputeOnTheCpuIsUnsupportedWhateverItsFeatures) {
+  for (const char* policy : {"fp16", "fp16-fp32norm", "fp16-reduced-accum"}) {
+    const std::string reason = UnsupportedReason(On("cpu", policy), {kBf16Cpu});
+    EXPECT_EQ(reason.rfind(std::string("policy ") + policy + " computes in fp16: LibTorch ", 0), 0u)
+        << reason;
+    EXPECT_NE(reason.find("no FP16 convolution/matmul on the CPU"), std::string::npos);
+  }
+  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp16"), {kAmpere}), "");
+}
+
+}  // namespace
+}  // namespace framegate

@@ -1,0 +1,31 @@
+// Which cells this host cannot run, decided from the cell and the devices found, without
+// running anything (`framegate list` shows them; the runner records them UNSUPPORTED).
+//
+// A cell is unsupported here when (first reason wins):
+//   1. its device is not among the devices found;
+//   2. a requirement (matrix `requires`) is not met:
+//        cuda  the cell runs on a GPU (cuda:N)
+//        bf16  native BF16 arithmetic: a CPU with avx512_bf16 or amx_bf16, a GPU with
+//              compute capability >= 8.0
+//        fp16  native FP16 compute: a GPU (capability >= 5.3); never the CPU (see 3.)
+//        tf32  a GPU with capability >= 8.0
+//        fp8   a GPU with FP8 tensor cores: capability >= 8.9
+//   3. its policy computes in FP16 on the CPU: LibTorch (1.13) has no FP16
+//      convolution/matmul on the CPU (the fp16-emulated policy is the CPU's stand-in).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/cell.h"
+#include "harness/run_record.h"
+
+namespace framegate {
+
+// cuda, bf16, fp16, tf32, fp8: the names `requires` accepts.
+const std::vector<std::string>& KnownRequirements();
+
+// "" when the cell can run on one of `found`; otherwise why not, one line.
+std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& found);
+
+}  // namespace framegate
