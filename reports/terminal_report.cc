@@ -1,0 +1,231 @@
+#include "reports/terminal_report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include "reports/run_summary.h"
+
+namespace framegate {
+namespace {
+
+constexpr size_t kMaxGridCellWidth = 40;
+
+// Display width of UTF-8 text: one column per code point (no escape codes inside).
+size_t Width(const std::string& text) {
+  return static_cast<size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+// Cuts `text` to at most `width` columns, ending in "..." when cut; never splits a
+// UTF-8 sequence.
+std::string Truncate(const std::string& text, size_t width) {
+  if (Width(text) <= width) return text;
+  std::string out;
+  size_t columns = 0;
+  for (char c : text) {
+    const bool starts_code_point = (c & 0xC0) != 0x80;
+    if (starts_code_point && ++columns > width - 3) break;
+    out += c;
+  }
+  return out + "...";
+}
+
+const char* AnsiColour(CellStatus status) {
+  switch (status) {
+    case CellStatus::kPass:
+    case CellStatus::kXfail: return "\033[32m";        // green
+    case CellStatus::kUnsupported: return "\033[2m";   // dim
+    case CellStatus::kXpass:
+    case CellStatus::kUnresolved: return "\033[33m";   // yellow
+    default: return "\033[1;31m";                      // bold red
+  }
+}
+
+std::string StatusWord(CellStatus status, bool color) {
+  if (!color) return StatusName(status);
+  return std::string(AnsiColour(status)) + StatusName(status) + "\033[0m";
+}
+
+// A grid cell as (plain text, coloured text): "PASS PSNR 41.2 dB, SSIM 0.99 1.23 s".
+std::pair<std::string, std::string> GridCellText(const std::vector<const CellResult*>& results,
+                                                 bool color) {
+  if (results.empty()) return {"-", "-"};
+  std::string plain, coloured;
+  for (const CellResult* r : results) {
+    if (!plain.empty()) {
+      plain += "; ";
+      coloured += "; ";
+    }
+    std::string rest = CellSummary(*r);
+    const double seconds = MedianGenerationSeconds(*r);
+    if (!std::isnan(seconds)) rest += (rest.empty() ? "" : " ") + FormatSeconds(seconds);
+    if (r->policy_used != r->cell.policy && !r->policy_used.empty()) {
+      rest = "(" + r->policy_used + ") " + rest;
+    }
+    const std::string word = StatusName(r->status);
+    rest = Truncate(rest, kMaxGridCellWidth - std::min(kMaxGridCellWidth - 4, word.size() + 1));
+    plain += word + (rest.empty() ? "" : " " + rest);
+    coloured += StatusWord(r->status, color) + (rest.empty() ? "" : " " + rest);
+  }
+  return {plain, coloured};
+}
+
+void WriteGrid(const PipelineGrid& grid, bool color, std::ostream& out) {
+  // Column 0 is the row label; the others are policies.
+  std::vector<size_t> widths(grid.policies.size() + 1, 0);
+  widths[0] = Width("device");
+  for (size_t c = 0; c < grid.policies.size(); ++c) widths[c + 1] = Width(grid.policies[c]);
+  std::vector<std::vector<std::pair<std::string, std::string>>> texts;
+  for (const GridRow& row : grid.rows) {
+    widths[0] = std::max(widths[0], Width(row.label));
+    texts.emplace_back();
+    for (size_t c = 0; c < row.columns.size(); ++c) {
+      texts.back().push_back(GridCellText(row.columns[c], color));
+      widths[c + 1] = std::max(widths[c + 1], Width(texts.back().back().first));
+    }
+  }
+  auto pad = [](size_t used, size_t width) { return std::string(width - used + 2, ' '); };
+  out << (color ? "\033[1m" : "") << grid.pipeline << (color ? "\033[0m" : "") << "\n  "
+      << "device" << pad(Width("device"), widths[0]);
+  for (size_t c = 0; c < grid.policies.size(); ++c) {
+    out << grid.policies[c] << pad(Width(grid.policies[c]), widths[c + 1]);
+  }
+  out << "\n";
+  for (size_t r = 0; r < grid.rows.size(); ++r) {
+    out << "  " << grid.rows[r].label << pad(Width(grid.rows[r].label), widths[0]);
+    for (size_t c = 0; c < texts[r].size(); ++c) {
+      out << texts[r][c].second << pad(Width(texts[r][c].first), widths[c + 1]);
+    }
+    out << "\n";
+  }
+}
+
+std::string ProvenanceLine(const RunInfo& info) {
+  std::string line = "framegate run " + info.run_id + " (" + info.state + ")";
+  if (!info.host.empty()) line += " on " + info.host;
+  if (!info.git_sha.empty()) line += ", git " + info.git_sha;
+  if (!info.libtorch_version.empty()) line += ", LibTorch " + info.libtorch_version;
+  if (!info.matrix_path.empty()) line += ", matrix " + info.matrix_path;
+  if (!info.shard.empty()) line += ", shard " + info.shard;
+  return line;
+}
+
+}  // namespace
+
+TerminalStyle DetectTerminalStyle(int fd) {
+  const bool tty = isatty(fd) == 1;
+  const char* no_color = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
+  const char* ci = std::getenv("CI");
+  TerminalStyle style;
+  style.color = tty && (no_color == nullptr || *no_color == '\0') &&
+                !(term != nullptr && std::string(term) == "dumb");
+  style.live_line = tty && (ci == nullptr || *ci == '\0');
+  return style;
+}
+
+void WriteTerminalSummary(const RunRecord& run, const TerminalStyle& style, std::ostream& out) {
+  out << ProvenanceLine(run.info) << "\n";
+  for (const PipelineGrid& grid : BuildGrids(run.cells)) WriteGrid(grid, style.color, out);
+  double cell_seconds = 0;
+  for (const CellResult& r : run.cells) {
+    cell_seconds += r.timings.load_seconds;
+    for (double s : r.timings.generation_seconds) cell_seconds += s;
+  }
+  const StatusCounts counts = CountStatuses(run.cells);
+  out << CountsLine(counts) << "; " << counts.failures << " failing; time in cells "
+      << FormatSeconds(cell_seconds);
+  if (!run.info.finished_at.empty()) {
+    out << "; " << run.info.started_at << " .. " << run.info.finished_at;
+  }
+  out << "\n";
+  const std::vector<const CellResult*> failing = FailingCells(run.cells);
+  if (failing.empty()) return;
+  out << "Failures (" << failing.size() << "):\n";
+  for (const CellResult* r : failing) {
+    out << "  " << StatusWord(r->status, style.color) << " " << r->cell.Label();
+    if (!r->reason.empty()) out << ": " << r->reason;
+    out << "\n    repro: " << (r->repro.empty() ? "(none recorded)" : r->repro) << "\n";
+  }
+}
+
+double SteadyNowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+ProgressPrinter::ProgressPrinter(std::ostream& out, int total_cells, TerminalStyle style,
+                                 std::function<double()> now_seconds)
+    : out_(out),
+      total_(total_cells),
+      style_(style),
+      now_(std::move(now_seconds)),
+      started_(now_()) {}
+
+void ProgressPrinter::CellStarted(const Cell& cell) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_.push_back(cell.Label());
+  Redraw();
+}
+
+void ProgressPrinter::CellFinished(const CellResult& result) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++done_;
+  if (IsFailure(result.status)) ++failures_;
+  auto it = std::find(running_.begin(), running_.end(), result.cell.Label());
+  if (it != running_.end()) running_.erase(it);
+  if (!style_.live_line) {
+    out_ << CellLine(result) << "\n" << std::flush;
+    return;
+  }
+  if (IsFailure(result.status)) out_ << "\r\033[2K" << CellLine(result) << "\n";
+  Redraw();
+}
+
+void ProgressPrinter::Finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (style_.live_line) out_ << "\r\033[2K" << std::flush;
+}
+
+std::string ProgressPrinter::ProgressLine() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ProgressLineLocked();
+}
+
+std::string ProgressPrinter::ProgressLineLocked() const {
+  std::string line = "[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " +
+                     std::to_string(failures_) + " failing";
+  if (!running_.empty()) {
+    line += " | running " + running_.back();
+    if (running_.size() > 1) line += " (+" + std::to_string(running_.size() - 1) + ")";
+  }
+  if (done_ > 0 && done_ < total_) {
+    const double per_cell = (now_() - started_) / done_;
+    line += " | ETA " + FormatSeconds(per_cell * (total_ - done_));
+  }
+  return line;
+}
+
+void ProgressPrinter::Redraw() {
+  if (!style_.live_line) return;
+  out_ << "\r\033[2K" << ProgressLineLocked() << std::flush;
+}
+
+std::string ProgressPrinter::CellLine(const CellResult& result) const {
+  const int digits = static_cast<int>(std::to_string(total_).size());
+  std::string done = std::to_string(done_);
+  done.insert(0, static_cast<size_t>(std::max(0, digits - static_cast<int>(done.size()))), ' ');
+  std::string line = "[" + done + "/" + std::to_string(total_) + "] " +
+                     StatusWord(result.status, style_.color) + " " + result.cell.Label();
+  const std::string summary = CellSummary(result);
+  if (!summary.empty()) line += ": " + summary;
+  const double seconds = MedianGenerationSeconds(result);
+  if (!std::isnan(seconds)) line += " (" + FormatSeconds(seconds) + ")";
+  return line;
+}
+
+}  // namespace framegate
