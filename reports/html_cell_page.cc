@@ -49,7 +49,7 @@ void FactsSection(const CellResult& r, std::ostringstream& out) {
       << (r.repro.empty() ? "(no command recorded)" : HtmlEscape(r.repro)) << "</pre>";
   if (!r.metrics) return;
   out << "<h2>Metrics</h2><table class=\"metrics\">";
-  for (const NamedMetric& m : NamedMetrics(*r.metrics)) Row(out, m.name, NumberText(m.value));
+  for (const NamedMetric& m : ShownMetrics(r)) Row(out, m.name, NumberText(m.value));
   out << "</table>";
 }
 
@@ -135,7 +135,7 @@ Status FramesSection(const CellResult& r, const HtmlReportOptions& options,
     }
     const auto& scores = r.metrics ? r.metrics->video.frames : std::vector<FrameScores>{};
     const size_t i = static_cast<size_t>(t);
-    out << "</td><td>" << (i < scores.size() ? FormatPsnr(scores[i].psnr) : "") << "</td><td>"
+    out << "</td><td>" << (i < scores.size() ? FormatPsnr(ShownFramePsnr(r, i)) : "") << "</td><td>"
         << (i < scores.size() ? NumberText(scores[i].ssim) : "") << "</td><td>"
         << (i < r.health.frames.size() ? FrameDefectName(r.health.frames[i]) : "") << "</td></tr>";
   }
@@ -151,7 +151,7 @@ void ScoresCharts(const CellResult& r, std::ostringstream& out) {
   for (size_t t = 0; t < r.metrics->video.frames.size(); ++t) {
     psnr.x_labels.push_back(std::to_string(t));
     ssim.x_labels.push_back(std::to_string(t));
-    psnr.series[0].values.push_back(r.metrics->video.frames[t].psnr);
+    psnr.series[0].values.push_back(ShownFramePsnr(r, t));
     ssim.series[0].values.push_back(r.metrics->video.frames[t].ssim);
   }
   out << "<h2>Per-frame scores</h2><div>" << SvgLineChart(psnr) << SvgLineChart(ssim)
@@ -227,7 +227,7 @@ void HistorySection(const RunRecord& run, const CellResult& r, const HtmlReportO
   table << "<table class=\"history\"><tr><th>date</th><th>run</th><th>status</th><th>min PSNR</th>"
            "<th>median latency</th></tr>";
   for (const CellHistoryPoint& p : points) {
-    const double min_psnr = p.result.metrics ? p.result.metrics->video.min_psnr : kNaN;
+    const double min_psnr = ShownMinPsnr(p.result);
     const double seconds = MedianGenerationSeconds(p.result);
     psnr.x_labels.push_back(p.date.substr(0, 10));
     latency.x_labels.push_back(p.date.substr(0, 10));

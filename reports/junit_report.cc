@@ -76,9 +76,7 @@ void CellProperties(const CellResult& r, std::ostream& out) {
   Property(out, in, "policy_used", r.policy_used.empty() ? r.cell.policy : r.policy_used);
   Property(out, in, "seed", std::to_string(r.cell.seed));
   Property(out, in, "status", StatusName(r.status));
-  if (r.metrics) {
-    for (const NamedMetric& m : NamedMetrics(*r.metrics)) Property(out, in, m.name, NumberText(m.value));
-  }
+  for (const NamedMetric& m : ShownMetrics(r)) Property(out, in, m.name, NumberText(m.value));
   Property(out, in, "median_generation_seconds", NumberText(MedianGenerationSeconds(r)));
   Property(out, in, "load_seconds", NumberText(r.timings.load_seconds));
   Property(out, in, "peak_rss_bytes", std::to_string(r.timings.peak_rss_bytes));
@@ -94,11 +92,7 @@ std::string Details(const CellResult& r) {
     text << "first non-finite: step " << r.first_nonfinite.step << " in "
          << r.first_nonfinite.module << "\n";
   }
-  if (r.metrics) {
-    for (const NamedMetric& m : NamedMetrics(*r.metrics)) {
-      text << m.name << " = " << NumberText(m.value) << "\n";
-    }
-  }
+  for (const NamedMetric& m : ShownMetrics(r)) text << m.name << " = " << NumberText(m.value) << "\n";
   if (!r.repro.empty()) text << "repro: " << r.repro << "\n";
   return text.str();
 }

@@ -72,6 +72,27 @@ double MedianGenerationSeconds(const CellResult& result) {
   return Median(result.timings.generation_seconds);
 }
 
+double ShownFramePsnr(const CellResult& result, size_t t) {
+  if (!result.metrics || t >= result.metrics->video.frames.size()) return kNaN;
+  const std::vector<FrameDefect>& defects = result.health.frames;
+  if (t < defects.size() && defects[t] == FrameDefect::kNonfinite) return kNaN;
+  return result.metrics->video.frames[t].psnr;
+}
+
+double ShownMinPsnr(const CellResult& result) {
+  if (!result.metrics || result.health.defect == FrameDefect::kNonfinite) return kNaN;
+  return result.metrics->video.min_psnr;
+}
+
+std::vector<NamedMetric> ShownMetrics(const CellResult& result) {
+  if (!result.metrics) return {};
+  std::vector<NamedMetric> metrics = NamedMetrics(*result.metrics);
+  for (NamedMetric& m : metrics) {
+    if (m.name == "min_psnr") m.value = ShownMinPsnr(result);
+  }
+  return metrics;
+}
+
 std::string FormatPsnr(double psnr_db) {
   if (std::isnan(psnr_db)) return "nan dB";
   if (std::isinf(psnr_db)) return psnr_db > 0 ? "inf dB" : "-inf dB";
@@ -90,7 +111,7 @@ std::string FormatSeconds(double seconds) {
 
 std::string KeyMetric(const CellResult& result) {
   if (!result.metrics) return "";
-  return "PSNR " + FormatPsnr(result.metrics->video.min_psnr) + ", SSIM " +
+  return "PSNR " + FormatPsnr(ShownMinPsnr(result)) + ", SSIM " +
          Printf("%.4f", result.metrics->video.mean_ssim);
 }
 

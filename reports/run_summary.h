@@ -21,6 +21,14 @@ double Median(std::vector<double> values);
 double Mean(const std::vector<double>& values);
 double SampleStddev(const std::vector<double>& values);
 
+// PSNR as the reports show it: NaN (shown "nan dB") where the cell's health marks frame t
+// (or, for the minimum, any frame) non-finite. CellResult's JSON form writes a NaN PSNR as
+// null and reads null back as +inf; a broken frame must never show as a perfect score.
+double ShownFramePsnr(const CellResult& result, size_t t);
+double ShownMinPsnr(const CellResult& result);
+// NamedMetrics(*result.metrics) with min_psnr replaced by ShownMinPsnr; empty without metrics.
+std::vector<NamedMetric> ShownMetrics(const CellResult& result);
+
 // "41.23 dB", "inf dB" (identical frames), "nan dB".
 std::string FormatPsnr(double psnr_db);
 // "850 ms", "1.23 s", "2m05s"; "-" for NaN or negative.

@@ -60,47 +60,58 @@ std::pair<std::string, std::string> GridCellText(const std::vector<const CellRes
       plain += "; ";
       coloured += "; ";
     }
-    std::string rest = CellSummary(*r);
+    const std::string word = StatusName(r->status);
     const double seconds = MedianGenerationSeconds(*r);
-    if (!std::isnan(seconds)) rest += (rest.empty() ? "" : " ") + FormatSeconds(seconds);
-    if (r->policy_used != r->cell.policy && !r->policy_used.empty()) {
+    const std::string time = std::isnan(seconds) ? "" : " " + FormatSeconds(seconds);
+    std::string rest = CellSummary(*r);
+    if (!r->policy_used.empty() && r->policy_used != r->cell.policy) {
       rest = "(" + r->policy_used + ") " + rest;
     }
-    const std::string word = StatusName(r->status);
-    rest = Truncate(rest, kMaxGridCellWidth - std::min(kMaxGridCellWidth - 4, word.size() + 1));
+    const size_t used = word.size() + 1 + Width(time);
+    rest = Truncate(rest, used + 8 < kMaxGridCellWidth ? kMaxGridCellWidth - used : 8) + time;
+    if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
     plain += word + (rest.empty() ? "" : " " + rest);
     coloured += StatusWord(r->status, color) + (rest.empty() ? "" : " " + rest);
   }
   return {plain, coloured};
 }
 
-void WriteGrid(const PipelineGrid& grid, bool color, std::ostream& out) {
-  // Column 0 is the row label; the others are policies.
-  std::vector<size_t> widths(grid.policies.size() + 1, 0);
-  widths[0] = Width("device");
-  for (size_t c = 0; c < grid.policies.size(); ++c) widths[c + 1] = Width(grid.policies[c]);
-  std::vector<std::vector<std::pair<std::string, std::string>>> texts;
-  for (const GridRow& row : grid.rows) {
-    widths[0] = std::max(widths[0], Width(row.label));
-    texts.emplace_back();
-    for (size_t c = 0; c < row.columns.size(); ++c) {
-      texts.back().push_back(GridCellText(row.columns[c], color));
-      widths[c + 1] = std::max(widths[c + 1], Width(texts.back().back().first));
-    }
-  }
-  auto pad = [](size_t used, size_t width) { return std::string(width - used + 2, ' '); };
-  out << (color ? "\033[1m" : "") << grid.pipeline << (color ? "\033[0m" : "") << "\n  "
-      << "device" << pad(Width("device"), widths[0]);
-  for (size_t c = 0; c < grid.policies.size(); ++c) {
-    out << grid.policies[c] << pad(Width(grid.policies[c]), widths[c + 1]);
-  }
-  out << "\n";
+// A text table: each entry is (plain text, text with colour codes).
+using TextTable = std::vector<std::vector<std::pair<std::string, std::string>>>;
+
+// Device rows x policy columns, transposed (policy rows) when there are more policies
+// than rows, so that a typical matrix (few devices, many policies) fits a terminal.
+TextTable GridTable(const PipelineGrid& grid, bool color) {
+  TextTable table(grid.rows.size() + 1);
+  table[0].push_back({"device", "device"});
+  for (const std::string& policy : grid.policies) table[0].push_back({policy, policy});
   for (size_t r = 0; r < grid.rows.size(); ++r) {
-    out << "  " << grid.rows[r].label << pad(Width(grid.rows[r].label), widths[0]);
-    for (size_t c = 0; c < texts[r].size(); ++c) {
-      out << texts[r][c].second << pad(Width(texts[r][c].first), widths[c + 1]);
+    table[r + 1].push_back({grid.rows[r].label, grid.rows[r].label});
+    for (const auto& column : grid.rows[r].columns) table[r + 1].push_back(GridCellText(column, color));
+  }
+  if (grid.policies.size() <= grid.rows.size()) return table;
+  TextTable transposed(table[0].size(), std::vector<std::pair<std::string, std::string>>(table.size()));
+  for (size_t r = 0; r < table.size(); ++r) {
+    for (size_t c = 0; c < table[r].size(); ++c) transposed[c][r] = table[r][c];
+  }
+  transposed[0][0] = {"policy", "policy"};
+  return transposed;
+}
+
+void WriteGrid(const PipelineGrid& grid, bool color, std::ostream& out) {
+  const TextTable table = GridTable(grid, color);
+  std::vector<size_t> widths(table[0].size(), 0);
+  for (const auto& row : table) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], Width(row[c].first));
+  }
+  out << (color ? "\033[1m" : "") << grid.pipeline << (color ? "\033[0m" : "") << "\n";
+  for (const auto& row : table) {
+    std::string line = " ";
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += " " + row[c].second;
+      if (c + 1 < row.size()) line += std::string(widths[c] - Width(row[c].first) + 1, ' ');
     }
-    out << "\n";
+    out << line << "\n";
   }
 }
 
