@@ -81,6 +81,22 @@ CellFrames LoadFrames(const CellResult& r, const HtmlReportOptions& options) {
   return f;
 }
 
+// The heat map's colour bar: 0 .. scale, as 32 inline SVG rectangles.
+std::string HeatLegend(double scale) {
+  std::ostringstream svg;
+  svg << "<svg class=\"heat-legend\" width=\"260\" height=\"16\">";
+  for (int i = 0; i < 32; ++i) {
+    uint8_t rgb[3];
+    HeatColour(i / 31.0, rgb);
+    char colour[8];
+    std::snprintf(colour, sizeof(colour), "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+    svg << "<rect x=\"" << 30 + i * 5 << "\" y=\"2\" width=\"5\" height=\"12\" fill=\"" << colour << "\"/>";
+  }
+  svg << "<text x=\"0\" y=\"13\">0</text><text x=\"192\" y=\"13\">" << NumberText(scale)
+      << "</text></svg>";
+  return svg.str();
+}
+
 std::string Img(const std::string& cell_id, const char* kind, int64_t t, const char* alt) {
   return "<img class=\"frame\" src=\"" + cell_id + "/" + PictureName(kind, t) + "\" alt=\"" + alt +
          " frame " + std::to_string(t) + "\">";
@@ -108,8 +124,8 @@ Status FramesSection(const CellResult& r, const HtmlReportOptions& options,
   FG_RETURN_IF_ERROR(CreateDirectories(cell_dir));
   const double scale = same_shape ? std::max(MaxFiniteAbsDiff(f.golden, f.candidate, shown), 1.0 / 255) : 0;
   if (same_shape) {
-    out << "<p>Difference: max over channels of |candidate - golden|, black 0 to pale yellow "
-        << NumberText(scale) << "; cyan where a value is NaN or infinite.</p>";
+    out << "<p>Difference: max over channels of |candidate - golden| " << HeatLegend(scale)
+        << " (cyan: a NaN or infinite value)</p>";
   }
   out << "<table class=\"frames\"><tr><th>frame</th><th>golden</th><th>candidate</th>"
          "<th>|difference|</th><th>PSNR</th><th>SSIM</th><th>defect</th></tr>";
@@ -136,7 +152,7 @@ Status FramesSection(const CellResult& r, const HtmlReportOptions& options,
     const auto& scores = r.metrics ? r.metrics->video.frames : std::vector<FrameScores>{};
     const size_t i = static_cast<size_t>(t);
     out << "</td><td>" << (i < scores.size() ? FormatPsnr(ShownFramePsnr(r, i)) : "") << "</td><td>"
-        << (i < scores.size() ? NumberText(scores[i].ssim) : "") << "</td><td>"
+        << (i < scores.size() ? FormatSsim(scores[i].ssim) : "") << "</td><td>"
         << (i < r.health.frames.size() ? FrameDefectName(r.health.frames[i]) : "") << "</td></tr>";
   }
   out << "</table>";

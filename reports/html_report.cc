@@ -18,17 +18,18 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#eee}
-table.grid td.cell{color:#fff;min-width:11em}
+table.grid td.cell{color:#fff;min-width:7em;max-width:12em}
 table.grid td.cell a{color:#fff;text-decoration:none;display:block}
 table.grid td.cell a:hover{text-decoration:underline}
 table.grid td.empty{background:#f5f5f5;color:#999}
 .status{display:inline-block;color:#fff;padding:1px 6px;border-radius:3px;font-weight:600}
-.summary{font-size:.85em;opacity:.95}
+.summary{font-size:.8em;opacity:.95}
 .legend span.status{margin-right:4px}
 pre{background:#f5f5f5;padding:6px;white-space:pre-wrap;word-break:break-all}
 img.frame{width:160px;height:auto;image-rendering:pixelated;border:1px solid #999}
 .frames td{text-align:center}
 svg.chart{font-size:11px;margin:4px 12px 4px 0}
+svg.heat-legend{font-size:11px;vertical-align:middle}
 svg.chart text{fill:#444}
 .chart-title{font-weight:600}
 .note{color:#555;font-style:italic}

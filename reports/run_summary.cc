@@ -99,6 +99,8 @@ std::string FormatPsnr(double psnr_db) {
   return Printf("%.2f dB", psnr_db);
 }
 
+std::string FormatSsim(double ssim) { return std::isnan(ssim) ? "nan" : Printf("%.4f", ssim); }
+
 std::string FormatSeconds(double seconds) {
   if (!(seconds >= 0)) return "-";
   if (seconds < 1.0) return Printf("%.0f ms", seconds * 1e3);
@@ -112,7 +114,7 @@ std::string FormatSeconds(double seconds) {
 std::string KeyMetric(const CellResult& result) {
   if (!result.metrics) return "";
   return "PSNR " + FormatPsnr(ShownMinPsnr(result)) + ", SSIM " +
-         Printf("%.4f", result.metrics->video.mean_ssim);
+         FormatSsim(result.metrics->video.mean_ssim);
 }
 
 std::string CellSummary(const CellResult& result) {

@@ -31,6 +31,8 @@ std::vector<NamedMetric> ShownMetrics(const CellResult& result);
 
 // "41.23 dB", "inf dB" (identical frames), "nan dB".
 std::string FormatPsnr(double psnr_db);
+// "0.9981" (4 decimals), "nan".
+std::string FormatSsim(double ssim);
 // "850 ms", "1.23 s", "2m05s"; "-" for NaN or negative.
 std::string FormatSeconds(double seconds);
 // "PSNR 41.23 dB, SSIM 0.9981" (min PSNR, mean SSIM); "" when the cell has no metrics.

@@ -86,9 +86,10 @@ def cell(status, device, policy, *, model_dir="", seed=0, reason="", error_class
     return result
 
 
-def write_run(root, speed=1.0):
+def write_run(root, speed=1.0, hostile=True):
     """Writes <root>/run.json, <root>/golden.npy and the candidates; returns run.json's path.
-    `speed` scales every timing (for benchmark comparisons)."""
+    `speed` scales every timing (for benchmark comparisons); hostile=False leaves out the
+    two cells with <script> names (for the documentation screenshot)."""
     root = pathlib.Path(root)
     root.mkdir(parents=True, exist_ok=True)
     gold = golden_frames()
@@ -131,6 +132,8 @@ def write_run(root, speed=1.0):
         cell("FAIL", "cpu", "fp32", model_dir=str(root / HOSTILE_MODEL), reason="min_psnr 12 < 30 <b>",
              timings=t),
     ]
+    if not hostile:
+        cells = cells[:-2]
     run = {"format": "framegate-run", "format_version": 1,
            "run": {"run_id": "20250101T020000Z-0badc0de", "started_at": "2025-01-01T02:00:00Z",
                    "finished_at": "2025-01-01T02:05:00Z", "state": "finished", "host": "nightly-01",
