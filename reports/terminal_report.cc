@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "reports/markup.h"
 #include "reports/run_summary.h"
 
 namespace framegate {
@@ -32,6 +33,16 @@ std::string Truncate(const std::string& text, size_t width) {
     out += c;
   }
   return out + "...";
+}
+
+// Text from configs, models and exceptions, safe to print: invalid UTF-8 and control
+// characters (ESC included) become '?', so no escape sequence reaches the terminal.
+std::string Printable(const std::string& text) {
+  std::string out = ValidUtf8(text);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
 }
 
 const char* AnsiColour(CellStatus status) {
@@ -63,9 +74,9 @@ std::pair<std::string, std::string> GridCellText(const std::vector<const CellRes
     const std::string word = StatusName(r->status);
     const double seconds = MedianGenerationSeconds(*r);
     const std::string time = std::isnan(seconds) ? "" : " " + FormatSeconds(seconds);
-    std::string rest = CellSummary(*r);
+    std::string rest = Printable(CellSummary(*r));
     if (!r->policy_used.empty() && r->policy_used != r->cell.policy) {
-      rest = "(" + r->policy_used + ") " + rest;
+      rest = "(" + Printable(r->policy_used) + ") " + rest;
     }
     const size_t used = word.size() + 1 + Width(time);
     rest = Truncate(rest, used + 8 < kMaxGridCellWidth ? kMaxGridCellWidth - used : 8) + time;
@@ -84,9 +95,13 @@ using TextTable = std::vector<std::vector<std::pair<std::string, std::string>>>;
 TextTable GridTable(const PipelineGrid& grid, bool color) {
   TextTable table(grid.rows.size() + 1);
   table[0].push_back({"device", "device"});
-  for (const std::string& policy : grid.policies) table[0].push_back({policy, policy});
+  for (const std::string& name : grid.policies) {
+    const std::string policy = Printable(name);
+    table[0].push_back({policy, policy});
+  }
   for (size_t r = 0; r < grid.rows.size(); ++r) {
-    table[r + 1].push_back({grid.rows[r].label, grid.rows[r].label});
+    const std::string label = Printable(grid.rows[r].label);
+    table[r + 1].push_back({label, label});
     for (const auto& column : grid.rows[r].columns) table[r + 1].push_back(GridCellText(column, color));
   }
   if (grid.policies.size() <= grid.rows.size()) return table;
@@ -104,7 +119,7 @@ void WriteGrid(const PipelineGrid& grid, bool color, std::ostream& out) {
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], Width(row[c].first));
   }
-  out << (color ? "\033[1m" : "") << grid.pipeline << (color ? "\033[0m" : "") << "\n";
+  out << (color ? "\033[1m" : "") << Printable(grid.pipeline) << (color ? "\033[0m" : "") << "\n";
   for (const auto& row : table) {
     std::string line = " ";
     for (size_t c = 0; c < row.size(); ++c) {
@@ -140,7 +155,7 @@ TerminalStyle DetectTerminalStyle(int fd) {
 }
 
 void WriteTerminalSummary(const RunRecord& run, const TerminalStyle& style, std::ostream& out) {
-  out << ProvenanceLine(run.info) << "\n";
+  out << Printable(ProvenanceLine(run.info)) << "\n";
   for (const PipelineGrid& grid : BuildGrids(run.cells)) WriteGrid(grid, style.color, out);
   double cell_seconds = 0;
   for (const CellResult& r : run.cells) {
@@ -158,9 +173,9 @@ void WriteTerminalSummary(const RunRecord& run, const TerminalStyle& style, std:
   if (failing.empty()) return;
   out << "Failures (" << failing.size() << "):\n";
   for (const CellResult* r : failing) {
-    out << "  " << StatusWord(r->status, style.color) << " " << r->cell.Label();
-    if (!r->reason.empty()) out << ": " << r->reason;
-    out << "\n    repro: " << (r->repro.empty() ? "(none recorded)" : r->repro) << "\n";
+    out << "  " << StatusWord(r->status, style.color) << " " << Printable(r->cell.Label());
+    if (!r->reason.empty()) out << ": " << Printable(r->reason);
+    out << "\n    repro: " << (r->repro.empty() ? "(none recorded)" : Printable(r->repro)) << "\n";
   }
 }
 
@@ -179,7 +194,7 @@ ProgressPrinter::ProgressPrinter(std::ostream& out, int total_cells, TerminalSty
 
 void ProgressPrinter::CellStarted(const Cell& cell) {
   std::lock_guard<std::mutex> lock(mutex_);
-  running_.push_back(cell.Label());
+  running_.push_back(Printable(cell.Label()));
   Redraw();
 }
 
@@ -187,7 +202,7 @@ void ProgressPrinter::CellFinished(const CellResult& result) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++done_;
   if (IsFailure(result.status)) ++failures_;
-  auto it = std::find(running_.begin(), running_.end(), result.cell.Label());
+  auto it = std::find(running_.begin(), running_.end(), Printable(result.cell.Label()));
   if (it != running_.end()) running_.erase(it);
   if (!style_.live_line) {
     out_ << CellLine(result) << "\n" << std::flush;
@@ -231,8 +246,8 @@ std::string ProgressPrinter::CellLine(const CellResult& result) const {
   std::string done = std::to_string(done_);
   done.insert(0, static_cast<size_t>(std::max(0, digits - static_cast<int>(done.size()))), ' ');
   std::string line = "[" + done + "/" + std::to_string(total_) + "] " +
-                     StatusWord(result.status, style_.color) + " " + result.cell.Label();
-  const std::string summary = CellSummary(result);
+                     StatusWord(result.status, style_.color) + " " + Printable(result.cell.Label());
+  const std::string summary = Printable(CellSummary(result));
   if (!summary.empty()) line += ": " + summary;
   const double seconds = MedianGenerationSeconds(result);
   if (!std::isnan(seconds)) line += " (" + FormatSeconds(seconds) + ")";

@@ -43,6 +43,21 @@ TEST(TerminalSummaryTest, DeviceRowsWhenPoliciesAreFewAndColourWhenAsked) {
   EXPECT_NE(out.str().find("\033[1;31mCRASH\033[0m signal 11"), std::string::npos) << out.str();
 }
 
+TEST(TerminalSummaryTest, NoEscapeSequenceFromNamesOrReasonsReachesTheTerminal) {
+  RunRecord run;
+  run.info.run_id = "run\033]0;title\007";
+  run.cells = {MakeResult("cpu", "fp\03316", CellStatus::kError, "bad\033[2J\nreason")};
+  std::ostringstream summary;
+  WriteTerminalSummary(run, TerminalStyle{}, summary);
+  EXPECT_EQ(summary.str().find('\033'), std::string::npos) << summary.str();
+  EXPECT_NE(summary.str().find("ERROR reference:tiny cpu fp?16 seed=0: bad?[2J?reason"), std::string::npos)
+      << summary.str();
+  std::ostringstream progress_out;
+  ProgressPrinter progress(progress_out, 1, TerminalStyle{}, [] { return 0.0; });
+  progress.CellFinished(run.cells[0]);
+  EXPECT_EQ(progress_out.str().find('\033'), std::string::npos) << progress_out.str();
+}
+
 TEST(ProgressPrinterTest, PlainModePrintsOneLinePerCell) {
   std::ostringstream out;
   double now = 0;
