@@ -39,8 +39,8 @@ json Entry(const std::string& name, int family, int repetitions, double millisec
 }  // namespace
 
 std::string BenchmarkName(const Cell& cell) {
-  std::string name = cell.Pipeline() + "/" + cell.device + "/" + cell.policy + "/seed" +
-                     std::to_string(cell.seed);
+  std::string name =
+      cell.Pipeline() + "/" + cell.device + "/" + cell.policy + "/seed" + std::to_string(cell.seed);
   if (!cell.fault.empty()) name += "/fault:" + cell.fault;
   if (!cell.sampler.empty()) name += "/sampler:" + cell.sampler;
   if (cell.steps != 0) name += "/steps:" + std::to_string(cell.steps);

@@ -18,9 +18,8 @@
 // (ERROR, UNSUPPORTED, ...) have no entry.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "harness/run_record.h"
 #include "harness/status.h"

@@ -53,7 +53,8 @@ void HeatColour(double x, uint8_t rgb[3]) {
   const int low = std::min(3, static_cast<int>(x));
   const double f = x - low;
   for (int c = 0; c < 3; ++c) {
-    rgb[c] = static_cast<uint8_t>(std::lround(kStops[low][c] + f * (kStops[low + 1][c] - kStops[low][c])));
+    rgb[c] = static_cast<uint8_t>(
+        std::lround(kStops[low][c] + f * (kStops[low + 1][c] - kStops[low][c])));
   }
 }
 
@@ -70,8 +71,10 @@ RgbImage DiffHeatMap(const Video& golden, const Video& candidate, int64_t t, dou
     bool finite = true;
     for (int k = 0; k < 3; ++k) {
       const double d = std::fabs(static_cast<double>(c[p * 3 + k]) - g[p * 3 + k]);
-      if (!std::isfinite(d)) finite = false;
-      else diff = std::max(diff, d);
+      if (!std::isfinite(d))
+        finite = false;
+      else
+        diff = std::max(diff, d);
     }
     uint8_t* out = &image.pixels[static_cast<size_t>(p * 3)];
     if (!finite) {

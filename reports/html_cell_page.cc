@@ -16,7 +16,9 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string Mib(int64_t bytes) { return NumberText(static_cast<double>(bytes) / 1048576.0) + " MiB"; }
+std::string Mib(int64_t bytes) {
+  return NumberText(static_cast<double>(bytes) / 1048576.0) + " MiB";
+}
 
 std::string PictureName(const char* kind, int64_t t) {
   char buffer[48];
@@ -66,8 +68,12 @@ CellFrames LoadFrames(const CellResult& r, const HtmlReportOptions& options) {
     f.notes.push_back("candidate frames were not kept (no artifacts folder)");
   } else {
     StatusOr<Video> candidate = ReadVideoNpy(r.artifacts_dir + "/frames.npy");
-    if (candidate.ok()) f.candidate = std::move(candidate).value(), f.have_candidate = true;
-    else f.notes.push_back("candidate frames: " + candidate.status().message());
+    f.have_candidate = candidate.ok();
+    if (f.have_candidate) {
+      f.candidate = std::move(candidate).value();
+    } else {
+      f.notes.push_back("candidate frames: " + candidate.status().message());
+    }
   }
   if (r.golden.empty()) {
     f.notes.push_back("no golden for this cell");
@@ -75,8 +81,12 @@ CellFrames LoadFrames(const CellResult& r, const HtmlReportOptions& options) {
     f.notes.push_back("golden frames not loaded (this report has no golden reader)");
   } else {
     StatusOr<Video> golden = options.read_golden(r.golden);
-    if (golden.ok()) f.golden = std::move(golden).value(), f.have_golden = true;
-    else f.notes.push_back("golden frames: " + golden.status().message());
+    f.have_golden = golden.ok();
+    if (f.have_golden) {
+      f.golden = std::move(golden).value();
+    } else {
+      f.notes.push_back("golden frames: " + golden.status().message());
+    }
   }
   return f;
 }
@@ -90,7 +100,8 @@ std::string HeatLegend(double scale) {
     HeatColour(i / 31.0, rgb);
     char colour[8];
     std::snprintf(colour, sizeof(colour), "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-    svg << "<rect x=\"" << 30 + i * 5 << "\" y=\"2\" width=\"5\" height=\"12\" fill=\"" << colour << "\"/>";
+    svg << "<rect x=\"" << 30 + i * 5 << "\" y=\"2\" width=\"5\" height=\"12\" fill=\"" << colour
+        << "\"/>";
   }
   svg << "<text x=\"0\" y=\"13\">0</text><text x=\"192\" y=\"13\">" << NumberText(scale)
       << "</text></svg>";
@@ -102,13 +113,46 @@ std::string Img(const std::string& cell_id, const char* kind, int64_t t, const c
          " frame " + std::to_string(t) + "\">";
 }
 
+// One row of the frames table: writes frame t's pictures (the difference only when
+// diff_scale > 0) and its scores.
+Status FrameRow(const CellResult& r, const CellFrames& f, double diff_scale, int64_t t,
+                const std::string& cell_dir, std::ostringstream& out) {
+  const std::string id = r.cell.Id();
+  out << "<tr><td>" << t << "</td><td>";
+  if (f.have_golden && t < f.golden.frames) {
+    FG_RETURN_IF_ERROR(WritePngRgb(cell_dir + "/" + PictureName("golden", t),
+                                   FrameToRgb(f.golden.Frame(t), f.golden.height, f.golden.width)));
+    out << Img(id, "golden", t, "golden");
+  }
+  out << "</td><td>";
+  if (f.have_candidate && t < f.candidate.frames) {
+    FG_RETURN_IF_ERROR(
+        WritePngRgb(cell_dir + "/" + PictureName("candidate", t),
+                    FrameToRgb(f.candidate.Frame(t), f.candidate.height, f.candidate.width)));
+    out << Img(id, "candidate", t, "candidate");
+  }
+  out << "</td><td>";
+  if (diff_scale > 0) {
+    FG_RETURN_IF_ERROR(WritePngRgb(cell_dir + "/" + PictureName("diff", t),
+                                   DiffHeatMap(f.golden, f.candidate, t, diff_scale)));
+    out << Img(id, "diff", t, "difference");
+  }
+  const size_t i = static_cast<size_t>(t);
+  const bool scored = r.metrics && i < r.metrics->video.frames.size();
+  out << "</td><td>" << (scored ? FormatPsnr(ShownFramePsnr(r, i)) : "") << "</td><td>"
+      << (scored ? FormatSsim(r.metrics->video.frames[i].ssim) : "") << "</td><td>"
+      << (i < r.health.frames.size() ? FrameDefectName(r.health.frames[i]) : "") << "</td></tr>";
+  return Status::Ok();
+}
+
 // Writes the PNGs and the frames table. IoError only for a file that cannot be written.
 Status FramesSection(const CellResult& r, const HtmlReportOptions& options,
                      const std::string& cell_dir, std::ostringstream& out) {
   out << "<h2>Frames</h2>";
   CellFrames f = LoadFrames(r, options);
-  const bool same_shape = f.have_golden && f.have_candidate && f.golden.frames == f.candidate.frames &&
-                          f.golden.height == f.candidate.height && f.golden.width == f.candidate.width;
+  const bool same_shape =
+      f.have_golden && f.have_candidate && f.golden.frames == f.candidate.frames &&
+      f.golden.height == f.candidate.height && f.golden.width == f.candidate.width;
   if (f.have_golden && f.have_candidate && !same_shape) {
     f.notes.push_back("golden " + f.golden.ShapeString() + " and candidate " +
                       f.candidate.ShapeString() + " differ in shape: no difference drawn");
@@ -122,38 +166,16 @@ Status FramesSection(const CellResult& r, const HtmlReportOptions& options,
   const int64_t total = f.have_candidate ? f.candidate.frames : f.golden.frames;
   const int64_t shown = std::min<int64_t>(total, std::max(1, options.max_frames));
   FG_RETURN_IF_ERROR(CreateDirectories(cell_dir));
-  const double scale = same_shape ? std::max(MaxFiniteAbsDiff(f.golden, f.candidate, shown), 1.0 / 255) : 0;
+  const double scale =
+      same_shape ? std::max(MaxFiniteAbsDiff(f.golden, f.candidate, shown), 1.0 / 255) : 0;
   if (same_shape) {
     out << "<p>Difference: max over channels of |candidate - golden| " << HeatLegend(scale)
         << " (cyan: a NaN or infinite value)</p>";
   }
   out << "<table class=\"frames\"><tr><th>frame</th><th>golden</th><th>candidate</th>"
          "<th>|difference|</th><th>PSNR</th><th>SSIM</th><th>defect</th></tr>";
-  const std::string id = r.cell.Id();
   for (int64_t t = 0; t < shown; ++t) {
-    out << "<tr><td>" << t << "</td><td>";
-    if (f.have_golden && t < f.golden.frames) {
-      FG_RETURN_IF_ERROR(WritePngRgb(cell_dir + "/" + PictureName("golden", t),
-                                     FrameToRgb(f.golden.Frame(t), f.golden.height, f.golden.width)));
-      out << Img(id, "golden", t, "golden");
-    }
-    out << "</td><td>";
-    if (f.have_candidate) {
-      FG_RETURN_IF_ERROR(WritePngRgb(cell_dir + "/" + PictureName("candidate", t),
-                                     FrameToRgb(f.candidate.Frame(t), f.candidate.height, f.candidate.width)));
-      out << Img(id, "candidate", t, "candidate");
-    }
-    out << "</td><td>";
-    if (same_shape) {
-      FG_RETURN_IF_ERROR(WritePngRgb(cell_dir + "/" + PictureName("diff", t),
-                                     DiffHeatMap(f.golden, f.candidate, t, scale)));
-      out << Img(id, "diff", t, "difference");
-    }
-    const auto& scores = r.metrics ? r.metrics->video.frames : std::vector<FrameScores>{};
-    const size_t i = static_cast<size_t>(t);
-    out << "</td><td>" << (i < scores.size() ? FormatPsnr(ShownFramePsnr(r, i)) : "") << "</td><td>"
-        << (i < scores.size() ? FormatSsim(scores[i].ssim) : "") << "</td><td>"
-        << (i < r.health.frames.size() ? FrameDefectName(r.health.frames[i]) : "") << "</td></tr>";
+    FG_RETURN_IF_ERROR(FrameRow(r, f, same_shape ? scale : 0, t, cell_dir, out));
   }
   out << "</table>";
   if (shown < total) out << "<p class=\"note\">" << total - shown << " more frames not drawn.</p>";
@@ -180,8 +202,9 @@ void HealthSection(const CellResult& r, std::ostringstream& out) {
   if (r.first_nonfinite.found) {
     const FirstNonfinite& f = r.first_nonfinite;
     Row(out, "first non-finite",
-        "<span class=\"bad\">" + std::string(f.step < 0 ? "decoder" : "step " + std::to_string(f.step)) +
-            " in " + HtmlEscape(f.module) + " (" + std::to_string(f.count.nan) + " NaN, " +
+        "<span class=\"bad\">" +
+            std::string(f.step < 0 ? "decoder" : "step " + std::to_string(f.step)) + " in " +
+            HtmlEscape(f.module) + " (" + std::to_string(f.count.nan) + " NaN, " +
             std::to_string(f.count.inf) + " Inf)</span>");
   } else {
     Row(out, "first non-finite", "none found");
@@ -193,9 +216,11 @@ void HealthSection(const CellResult& r, std::ostringstream& out) {
              std::to_string(h.step_latents[s].inf) + " Inf; ";
   }
   Row(out, "non-finite latents", steps.empty() ? "none" : steps);
-  Row(out, "decoded output", std::to_string(h.decoded.nan) + " NaN, " + std::to_string(h.decoded.inf) + " Inf");
-  Row(out, "frame defect", std::string(FrameDefectName(h.defect)) +
-                               (h.defect_frames > 0 ? " (" + std::to_string(h.defect_frames) + " frames)" : ""));
+  Row(out, "decoded output",
+      std::to_string(h.decoded.nan) + " NaN, " + std::to_string(h.decoded.inf) + " Inf");
+  Row(out, "frame defect",
+      std::string(FrameDefectName(h.defect)) +
+          (h.defect_frames > 0 ? " (" + std::to_string(h.defect_frames) + " frames)" : ""));
   out << "</table>";
   if (r.probes.empty()) return;
   out << "<h3>Least headroom</h3><table class=\"probes\"><tr><th>module</th><th>dtype</th>"
@@ -216,10 +241,12 @@ void TimingsSection(const CellResult& r, std::ostringstream& out) {
   Row(out, "warm-up runs", std::to_string(t.warmup));
   Row(out, "model load", FormatSeconds(t.load_seconds));
   if (!t.generation_seconds.empty()) {
-    const auto [low, high] = std::minmax_element(t.generation_seconds.begin(), t.generation_seconds.end());
-    Row(out, "generation", "median " + FormatSeconds(Median(t.generation_seconds)) + ", min " +
-                               FormatSeconds(*low) + ", max " + FormatSeconds(*high) + " over " +
-                               std::to_string(t.generation_seconds.size()) + " repeats");
+    const auto [low, high] =
+        std::minmax_element(t.generation_seconds.begin(), t.generation_seconds.end());
+    Row(out, "generation",
+        "median " + FormatSeconds(Median(t.generation_seconds)) + ", min " + FormatSeconds(*low) +
+            ", max " + FormatSeconds(*high) + " over " +
+            std::to_string(t.generation_seconds.size()) + " repeats");
   }
   std::string steps;
   for (double s : t.step_seconds) steps += FormatSeconds(s) + " ";
@@ -250,11 +277,14 @@ void HistorySection(const RunRecord& run, const CellResult& r, const HtmlReportO
     psnr.series[0].values.push_back(min_psnr);
     latency.series[0].values.push_back(seconds * 1e3);
     table << "<tr><td>" << HtmlEscape(p.date) << "</td><td>" << HtmlEscape(p.run_id) << "</td><td>"
-          << StatusBadge(p.result.status) << "</td><td>" << (p.result.metrics ? FormatPsnr(min_psnr) : "")
-          << "</td><td>" << FormatSeconds(seconds) << "</td></tr>";
+          << StatusBadge(p.result.status) << "</td><td>"
+          << (p.result.metrics ? FormatPsnr(min_psnr) : "") << "</td><td>" << FormatSeconds(seconds)
+          << "</td></tr>";
   }
-  if (points.size() > 1) out << "<div>" << SvgLineChart(psnr) << SvgLineChart(latency) << "</div>";
-  else out << "<p class=\"note\">No earlier runs of this cell.</p>";
+  if (points.size() > 1)
+    out << "<div>" << SvgLineChart(psnr) << SvgLineChart(latency) << "</div>";
+  else
+    out << "<p class=\"note\">No earlier runs of this cell.</p>";
   out << table.str() << "</table>";
 }
 
@@ -265,8 +295,8 @@ Status WriteCellPage(const RunRecord& run, const CellResult& r, const HtmlReport
   const std::string id = r.cell.Id();
   std::ostringstream out;
   out << PageStart(r.cell.Label() + " " + StatusName(r.status)) << "<p><a href=\"../index.html\">"
-      << "&larr; run " << HtmlEscape(run.info.run_id) << "</a></p><h1>" << HtmlEscape(r.cell.Label())
-      << " " << StatusBadge(r.status) << "</h1>";
+      << "&larr; run " << HtmlEscape(run.info.run_id) << "</a></p><h1>"
+      << HtmlEscape(r.cell.Label()) << " " << StatusBadge(r.status) << "</h1>";
   if (!r.reason.empty()) out << "<p class=\"reason\">" << HtmlEscape(r.reason) << "</p>";
   FactsSection(r, out);
   FG_RETURN_IF_ERROR(FramesSection(r, options, dir + "/cells/" + id, out));

@@ -39,13 +39,21 @@ svg.chart text{fill:#444}
 void ProvenanceTable(const RunRecord& run, std::ostringstream& out) {
   const RunInfo& i = run.info;
   out << "<h2>Provenance</h2><table class=\"provenance\">";
-  for (const auto& [name, value] :
-       {std::pair<const char*, std::string>{"run", i.run_id}, {"state", i.state},
-        {"started", i.started_at}, {"finished", i.finished_at}, {"host", i.host},
-        {"git sha", i.git_sha}, {"framegate", i.framegate_version},
-        {"LibTorch", i.libtorch_version}, {"CUDA", i.cuda_version}, {"BLAS", i.blas},
-        {"tags", i.tags}, {"matrix", i.matrix_path}, {"matrix sha256", i.matrix_sha256},
-        {"shard", i.shard}, {"command", i.command}}) {
+  for (const auto& [name, value] : {std::pair<const char*, std::string>{"run", i.run_id},
+                                    {"state", i.state},
+                                    {"started", i.started_at},
+                                    {"finished", i.finished_at},
+                                    {"host", i.host},
+                                    {"git sha", i.git_sha},
+                                    {"framegate", i.framegate_version},
+                                    {"LibTorch", i.libtorch_version},
+                                    {"CUDA", i.cuda_version},
+                                    {"BLAS", i.blas},
+                                    {"tags", i.tags},
+                                    {"matrix", i.matrix_path},
+                                    {"matrix sha256", i.matrix_sha256},
+                                    {"shard", i.shard},
+                                    {"command", i.command}}) {
     if (value.empty()) continue;
     out << "<tr><th>" << name << "</th><td>" << HtmlEscape(value) << "</td></tr>";
   }
@@ -136,8 +144,8 @@ std::string PageStart(const std::string& title) {
 std::string PageEnd() { return "\n</body></html>\n"; }
 
 std::string StatusBadge(CellStatus status) {
-  return std::string("<span class=\"status\" style=\"background:") + StatusColour(status) +
-         "\">" + StatusName(status) + "</span>";
+  return std::string("<span class=\"status\" style=\"background:") + StatusColour(status) + "\">" +
+         StatusName(status) + "</span>";
 }
 
 std::string CellPagePath(const Cell& cell) { return "cells/" + cell.Id() + ".html"; }

@@ -1,11 +1,11 @@
 #include "reports/html_report.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "reports/report_test_data.h"
 #include "reports/svg_plot.h"
@@ -111,7 +111,8 @@ TEST(HtmlReportTest, EscapesEveryNameAndShowsTheReasonWithoutFrames) {
   const std::string index = ReadText(dir + "/report/index.html");
   EXPECT_NE(index.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
   EXPECT_NE(index.find("model:&lt;script&gt;model"), std::string::npos);
-  const std::string error_page = ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
+  const std::string error_page =
+      ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
   EXPECT_NE(error_page.find("No frames: ERROR dtype_mismatch: &lt;Half&gt;"), std::string::npos);
   EXPECT_EQ(error_page.find("<img"), std::string::npos);
 }
@@ -123,7 +124,8 @@ TEST(HtmlReportTest, SaysWhyFramesAreMissing) {
   HtmlReportOptions no_reader;
   ASSERT_TRUE(WriteHtmlReport(run, no_reader, dir + "/report").ok());
   const std::string page = ReadText(dir + "/report/cells/" + run.cells[0].cell.Id() + ".html");
-  EXPECT_NE(page.find("candidate frames: " + dir + "/nowhere/frames.npy"), std::string::npos) << page;
+  EXPECT_NE(page.find("candidate frames: " + dir + "/nowhere/frames.npy"), std::string::npos)
+      << page;
   EXPECT_NE(page.find("golden frames not loaded"), std::string::npos);
 }
 
@@ -157,13 +159,17 @@ TEST(HtmlReportTest, UnwritableFolderIsAnIoErrorNamingIt) {
 }
 
 TEST(SvgPlotTest, DrawsFiniteValuesAndMarksInfinities) {
-  LineChart chart{"PSNR <per> frame", "dB", {"0", "1", "2", "3"},
+  LineChart chart{"PSNR <per> frame",
+                  "dB",
+                  {"0", "1", "2", "3"},
                   {{"PSNR", "#123456", {30.0, INFINITY, NAN, 32.0}}}};
   const std::string svg = SvgLineChart(chart);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("PSNR &lt;per&gt; frame"), std::string::npos);
-  EXPECT_NE(svg.find("fill=\"white\" stroke=\"#123456\""), std::string::npos) << "hollow +inf marker";
-  EXPECT_EQ(std::count(svg.begin(), svg.end(), 'M'), 2) << "the line breaks at inf and NaN: " << svg;
+  EXPECT_NE(svg.find("fill=\"white\" stroke=\"#123456\""), std::string::npos)
+      << "hollow +inf marker";
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), 'M'), 2)
+      << "the line breaks at inf and NaN: " << svg;
   chart.series[0].values = {NAN, NAN};
   EXPECT_NE(SvgLineChart(chart).find("no finite values"), std::string::npos);
 }

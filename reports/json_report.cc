@@ -78,8 +78,8 @@ json RunRecordToJson(const RunRecord& run) {
           {"format_version", kRunJsonFormatVersion},
           {"run", RunInfoToJson(run.info)},
           {"devices", devices},
-          {"summary", {{"cells", counts.total}, {"failures", counts.failures},
-                       {"by_status", by_status}}},
+          {"summary",
+           {{"cells", counts.total}, {"failures", counts.failures}, {"by_status", by_status}}},
           {"cells", cells}};
 }
 
@@ -106,8 +106,7 @@ StatusOr<RunRecord> RunRecordFromJson(const json& j) {
     for (size_t i = 0; i < cells.size(); ++i) {
       StatusOr<CellResult> cell = CellResultFromJson(cells[i]);
       if (!cell.ok()) {
-        return Status::InvalidInput("cells[" + std::to_string(i) + "]: " +
-                                    cell.status().message());
+        return Status::InvalidInput("cells[" + std::to_string(i) + "]: " + cell.status().message());
       }
       run.cells.push_back(std::move(cell).value());
     }

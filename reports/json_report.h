@@ -10,9 +10,8 @@
 // "summary" is derived: it is written, and ignored when read.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "harness/run_record.h"
 #include "harness/status.h"

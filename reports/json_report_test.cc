@@ -1,8 +1,8 @@
 #include "reports/json_report.h"
 
-#include <fstream>
-
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "harness/cell_result_json.h"
 #include "reports/report_test_data.h"

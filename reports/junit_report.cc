@@ -54,12 +54,18 @@ void RunProperties(const RunRecord& run, std::ostream& out) {
   const RunInfo& i = run.info;
   const char* in = "      ";
   out << "    <properties>\n";
-  for (const auto& [name, value] :
-       {std::pair<const char*, std::string>{"run_id", i.run_id}, {"state", i.state},
-        {"git_sha", i.git_sha}, {"framegate_version", i.framegate_version},
-        {"libtorch_version", i.libtorch_version}, {"cuda_version", i.cuda_version},
-        {"blas", i.blas}, {"tags", i.tags}, {"matrix", i.matrix_path},
-        {"matrix_sha256", i.matrix_sha256}, {"shard", i.shard}, {"command", i.command}}) {
+  for (const auto& [name, value] : {std::pair<const char*, std::string>{"run_id", i.run_id},
+                                    {"state", i.state},
+                                    {"git_sha", i.git_sha},
+                                    {"framegate_version", i.framegate_version},
+                                    {"libtorch_version", i.libtorch_version},
+                                    {"cuda_version", i.cuda_version},
+                                    {"blas", i.blas},
+                                    {"tags", i.tags},
+                                    {"matrix", i.matrix_path},
+                                    {"matrix_sha256", i.matrix_sha256},
+                                    {"shard", i.shard},
+                                    {"command", i.command}}) {
     Property(out, in, name, value);
   }
   for (const DeviceInfo& d : run.devices) Property(out, in, "device." + d.device, d.name);
@@ -92,15 +98,16 @@ std::string Details(const CellResult& r) {
     text << "first non-finite: step " << r.first_nonfinite.step << " in "
          << r.first_nonfinite.module << "\n";
   }
-  for (const NamedMetric& m : ShownMetrics(r)) text << m.name << " = " << NumberText(m.value) << "\n";
+  for (const NamedMetric& m : ShownMetrics(r))
+    text << m.name << " = " << NumberText(m.value) << "\n";
   if (!r.repro.empty()) text << "repro: " << r.repro << "\n";
   return text.str();
 }
 
 void Testcase(const CellResult& r, std::ostream& out) {
   out << "    <testcase classname=\"" << XmlEscape(JunitClassname(r.cell)) << "\" name=\""
-      << XmlEscape(JunitTestName(r.cell)) << "\" time=\""
-      << SecondsText(MedianGenerationSeconds(r)) << "\">\n";
+      << XmlEscape(JunitTestName(r.cell)) << "\" time=\"" << SecondsText(MedianGenerationSeconds(r))
+      << "\">\n";
   CellProperties(r, out);
   const std::string type = StatusName(r.status);
   switch (OutcomeOf(r.status)) {
@@ -114,7 +121,8 @@ void Testcase(const CellResult& r, std::ostream& out) {
     }
     case JunitOutcome::kSkipped: {
       std::string message = r.reason;
-      if (r.status == CellStatus::kXfail) message = "expected failure (" + r.cell.xfail + "): " + message;
+      if (r.status == CellStatus::kXfail)
+        message = "expected failure (" + r.cell.xfail + "): " + message;
       out << "      <skipped message=\"" << XmlEscape(message) << "\"/>\n";
       break;
     }
@@ -122,7 +130,8 @@ void Testcase(const CellResult& r, std::ostream& out) {
   std::string system_out;
   if (!r.repro.empty()) system_out += "repro: " + r.repro + "\n";
   if (!r.artifacts_dir.empty()) system_out += "artifacts: " + r.artifacts_dir + "\n";
-  if (!system_out.empty()) out << "      <system-out>" << XmlEscape(system_out) << "</system-out>\n";
+  if (!system_out.empty())
+    out << "      <system-out>" << XmlEscape(system_out) << "</system-out>\n";
   out << "    </testcase>\n";
 }
 

@@ -1,8 +1,8 @@
 #include "reports/markup.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace framegate {
 namespace {
@@ -14,10 +14,12 @@ TEST(MarkupTest, HtmlEscapesEveryMarkupCharacter) {
 }
 
 TEST(MarkupTest, InvalidUtf8BecomesQuestionMarks) {
-  EXPECT_EQ(ValidUtf8("a\xff" "b"), "a?b");
-  EXPECT_EQ(ValidUtf8("\xc3"), "?");                 // truncated sequence
-  EXPECT_EQ(ValidUtf8("\xc0\xaf"), "??");            // overlong '/'
-  EXPECT_EQ(ValidUtf8("\xed\xa0\x80"), "???");       // surrogate
+  EXPECT_EQ(ValidUtf8("a\xff"
+                      "b"),
+            "a?b");
+  EXPECT_EQ(ValidUtf8("\xc3"), "?");            // truncated sequence
+  EXPECT_EQ(ValidUtf8("\xc0\xaf"), "??");       // overlong '/'
+  EXPECT_EQ(ValidUtf8("\xed\xa0\x80"), "???");  // surrogate
   EXPECT_EQ(ValidUtf8("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");
 }
 

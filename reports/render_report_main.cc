@@ -2,11 +2,10 @@
 // the reports the flags ask for; `framegate report` and `framegate run` call the same
 // generators. Golden frames are read from .npy files (the real golden reader lives in
 // the framegate binary). Exit 0 on success, 2 with one "error:" line otherwise.
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "harness/cell_result_json.h"
 #include "reports/benchmark_json.h"

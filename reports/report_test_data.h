@@ -60,8 +60,8 @@ inline RunRecord SampleRun() {
   CellResult error = MakeResult("cpu", "fp8-e5m2", CellStatus::kError,
                                 "dtype_mismatch: expected Float but found Half");
   error.error_class = "dtype_mismatch";
-  CellResult unsupported = MakeResult("cpu", "fp16", CellStatus::kUnsupported,
-                                      "no FP16 matmul on the CPU");
+  CellResult unsupported =
+      MakeResult("cpu", "fp16", CellStatus::kUnsupported, "no FP16 matmul on the CPU");
   CellResult timeout = MakeResult("cuda:0", "fp32", CellStatus::kTimeout, "no result after 600 s");
   CellResult xfail = MakeResult("cuda:0", "bf16", CellStatus::kXfail, "min_psnr 20 < 30");
   xfail.cell.xfail = "known bf16 drift";

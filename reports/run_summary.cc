@@ -13,10 +13,10 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 constexpr CellStatus kAllStatuses[] = {
-    CellStatus::kPass,        CellStatus::kFail,       CellStatus::kNonfinite,
-    CellStatus::kBrokenFrames, CellStatus::kError,     CellStatus::kUnsupported,
-    CellStatus::kUnresolved,  CellStatus::kTimeout,    CellStatus::kCrash,
-    CellStatus::kXfail,       CellStatus::kXpass,
+    CellStatus::kPass,         CellStatus::kFail,    CellStatus::kNonfinite,
+    CellStatus::kBrokenFrames, CellStatus::kError,   CellStatus::kUnsupported,
+    CellStatus::kUnresolved,   CellStatus::kTimeout, CellStatus::kCrash,
+    CellStatus::kXfail,        CellStatus::kXpass,
 };
 
 std::string Printf(const char* format, double value) {

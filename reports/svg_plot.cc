@@ -69,9 +69,10 @@ void Series(const PlotSeries& s, const Range& y, size_t points, double plot_w, d
     }
     const std::string x = Fixed(px(i)), yy = Fixed(py(v));
     const bool finite = std::isfinite(v);
-    markers += "<circle cx=\"" + x + "\" cy=\"" + yy + "\" r=\"3\" " +
-               (finite ? "fill=\"" + s.colour + "\"" : "fill=\"white\" stroke=\"" + s.colour + "\"") +
-               "><title>" + HtmlEscape(s.name) + " " + NumberText(v) + "</title></circle>";
+    markers +=
+        "<circle cx=\"" + x + "\" cy=\"" + yy + "\" r=\"3\" " +
+        (finite ? "fill=\"" + s.colour + "\"" : "fill=\"white\" stroke=\"" + s.colour + "\"") +
+        "><title>" + HtmlEscape(s.name) + " " + NumberText(v) + "</title></circle>";
     if (!finite) {
       pen_down = false;
       continue;
@@ -113,7 +114,8 @@ std::string SvgLineChart(const LineChart& chart) {
   }
   const size_t step = std::max<size_t>(1, (chart.x_labels.size() + 7) / 8);
   for (size_t i = 0; i < chart.x_labels.size(); i += step) {
-    const double x = kLeft + (points <= 1 ? plot_w / 2 : plot_w * static_cast<double>(i) / (points - 1));
+    const double x =
+        kLeft + (points <= 1 ? plot_w / 2 : plot_w * static_cast<double>(i) / (points - 1));
     svg << "<text x=\"" << Fixed(x) << "\" y=\"" << chart.height - 12
         << "\" text-anchor=\"middle\">" << HtmlEscape(chart.x_labels[i]) << "</text>";
   }

@@ -14,8 +14,8 @@ struct PlotSeries {
 };                             // with a hollow marker
 
 struct LineChart {
-  std::string title;                 // escaped by the plot
-  std::string y_label;               // "dB", "ms"
+  std::string title;                  // escaped by the plot
+  std::string y_label;                // "dB", "ms"
   std::vector<std::string> x_labels;  // one per x index (shown thinned out), escaped
   std::vector<PlotSeries> series;
   int width = 420, height = 180;

@@ -48,11 +48,11 @@ std::string Printable(const std::string& text) {
 const char* AnsiColour(CellStatus status) {
   switch (status) {
     case CellStatus::kPass:
-    case CellStatus::kXfail: return "\033[32m";        // green
-    case CellStatus::kUnsupported: return "\033[2m";   // dim
+    case CellStatus::kXfail: return "\033[32m";       // green
+    case CellStatus::kUnsupported: return "\033[2m";  // dim
     case CellStatus::kXpass:
-    case CellStatus::kUnresolved: return "\033[33m";   // yellow
-    default: return "\033[1;31m";                      // bold red
+    case CellStatus::kUnresolved: return "\033[33m";  // yellow
+    default: return "\033[1;31m";                     // bold red
   }
 }
 
@@ -102,10 +102,12 @@ TextTable GridTable(const PipelineGrid& grid, bool color) {
   for (size_t r = 0; r < grid.rows.size(); ++r) {
     const std::string label = Printable(grid.rows[r].label);
     table[r + 1].push_back({label, label});
-    for (const auto& column : grid.rows[r].columns) table[r + 1].push_back(GridCellText(column, color));
+    for (const auto& column : grid.rows[r].columns)
+      table[r + 1].push_back(GridCellText(column, color));
   }
   if (grid.policies.size() <= grid.rows.size()) return table;
-  TextTable transposed(table[0].size(), std::vector<std::pair<std::string, std::string>>(table.size()));
+  TextTable transposed(table[0].size(),
+                       std::vector<std::pair<std::string, std::string>>(table.size()));
   for (size_t r = 0; r < table.size(); ++r) {
     for (size_t c = 0; c < table[r].size(); ++c) transposed[c][r] = table[r][c];
   }

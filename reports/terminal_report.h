@@ -48,7 +48,7 @@ class ProgressPrinter {
   std::string ProgressLine() const;
 
  private:
-  void Redraw();                                        // mutex_ held
+  void Redraw();                                         // mutex_ held
   std::string CellLine(const CellResult& result) const;  // mutex_ held
   std::string ProgressLineLocked() const;
 
