@@ -17,17 +17,34 @@ std::string Video::ShapeString() const {
          std::to_string(width) + ", 3]";
 }
 
-StatusOr<Video> VideoFromNpy(const std::string& name, const NpyArray& array) {
-  const std::vector<int64_t>& s = array.shape;
-  if (s.size() != 4 || s[3] != 3 || s[0] < 1 || s[1] < 1 || s[2] < 1) {
-    std::string shape = "[";
-    for (size_t i = 0; i < s.size(); ++i) shape += (i ? ", " : "") + std::to_string(s[i]);
-    return Status::InvalidInput(name + ": frames must be [T, H, W, 3], got " + shape + "]");
-  }
+namespace {
+
+Status CheckFramesShape(const std::string& name, const std::vector<int64_t>& s) {
+  if (s.size() == 4 && s[3] == 3 && s[0] >= 1 && s[1] >= 1 && s[2] >= 1) return Status::Ok();
+  std::string shape = "[";
+  for (size_t i = 0; i < s.size(); ++i) shape += (i ? ", " : "") + std::to_string(s[i]);
+  return Status::InvalidInput(name + ": frames must be [T, H, W, 3], got " + shape + "]");
+}
+
+}  // namespace
+
+StatusOr<Video> VideoFromFloat32(const std::string& name, const std::vector<int64_t>& shape,
+                                 const float* data) {
+  FG_RETURN_IF_ERROR(CheckFramesShape(name, shape));
   Video video;
-  video.frames = s[0];
-  video.height = s[1];
-  video.width = s[2];
+  video.frames = shape[0];
+  video.height = shape[1];
+  video.width = shape[2];
+  video.rgb.assign(data, data + shape[0] * shape[1] * shape[2] * 3);
+  return video;
+}
+
+StatusOr<Video> VideoFromNpy(const std::string& name, const NpyArray& array) {
+  FG_RETURN_IF_ERROR(CheckFramesShape(name, array.shape));
+  Video video;
+  video.frames = array.shape[0];
+  video.height = array.shape[1];
+  video.width = array.shape[2];
   video.rgb = array.ToFloat32();
   return video;
 }

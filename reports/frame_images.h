@@ -21,6 +21,11 @@ struct Video {
   std::string ShapeString() const;  // "[8, 64, 64, 3]"
 };
 
+// Copies float32 frames of `shape` (for the golden reader: a Golden's frames tensor, made
+// contiguous, gives shape and data). InvalidInput naming `name` unless shape is
+// [T, H, W, 3] with T, H, W >= 1.
+StatusOr<Video> VideoFromFloat32(const std::string& name, const std::vector<int64_t>& shape,
+                                 const float* data);
 // InvalidInput naming `name` unless the array is [T, H, W, 3] (float32/float64/uint8).
 StatusOr<Video> VideoFromNpy(const std::string& name, const NpyArray& array);
 // ReadNpy + VideoFromNpy; errors name the path.

@@ -158,6 +158,16 @@ TEST(HtmlReportTest, UnwritableFolderIsAnIoErrorNamingIt) {
   EXPECT_NE(status.message().find(dir + "/file/report"), std::string::npos) << status.message();
 }
 
+TEST(FrameImagesTest, VideoFromFloat32ChecksTheShape) {
+  const std::vector<float> values = Gradient();
+  StatusOr<Video> video = VideoFromFloat32("golden.safetensors", {kT, kH, kW, 3}, values.data());
+  ASSERT_TRUE(video.ok());
+  EXPECT_EQ(video->ShapeString(), "[3, 16, 20, 3]");
+  EXPECT_EQ(video->Frame(1)[0], values[kH * kW * 3]);
+  const Status bad = VideoFromFloat32("golden.safetensors", {kT, kH, kW, 4}, values.data()).status();
+  EXPECT_EQ(bad.message(), "golden.safetensors: frames must be [T, H, W, 3], got [3, 16, 20, 4]");
+}
+
 TEST(SvgPlotTest, DrawsFiniteValuesAndMarksInfinities) {
   LineChart chart{"PSNR <per> frame",
                   "dB",
