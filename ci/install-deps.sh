@@ -12,6 +12,7 @@ packages=(
 )
 if [[ "${1:-}" == "--with-extras" ]]; then
   packages+=(slurm-wlm munge chromium libxml2-utils clang libclang-rt-14-dev)
+  packages+=(libbenchmark-tools)  # Google Benchmark's compare.py, read by the report tests
 fi
 
 missing=()

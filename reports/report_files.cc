@@ -1,0 +1,38 @@
+#include "reports/report_files.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace framegate {
+
+Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return Status::IoError(path + ": cannot write: " + std::strerror(errno));
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.close();
+    if (!out) {
+      std::remove(temporary.c_str());
+      return Status::IoError(path + ": write failed");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return Status::IoError(path + ": cannot rename into place: " + reason);
+  }
+  return Status::Ok();
+}
+
+Status CreateDirectories(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return Status::IoError(dir + ": cannot create folder: " + error.message());
+  return Status::Ok();
+}
+
+}  // namespace framegate
