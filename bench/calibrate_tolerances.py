@@ -35,6 +35,7 @@ def main():
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--work", default="/tmp/fg-calibrate")
     ap.add_argument("--threads", default="1")
+    ap.add_argument("--device", default="cpu", help="device the policies run on (goldens: cpu)")
     ap.add_argument("--faults", default="none,attn-overflow,activation-overflow",
                     help="reference models to measure: the clean one and fault cases that "
                          "run in FP32 (their remedy policies must pass)")
@@ -54,6 +55,7 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         out = os.path.join(args.work, f"seed{seed}-{fault}.json")
         subprocess.run([args.framegate, "check", "--size", args.size, "--seed", str(seed),
+                        "--device", args.device,
                         "--policy", ",".join(policies), "--golden-dir", goldens, "--json", out,
                         "--threads", args.threads, "--no-probes", *fault_args],
                        stdout=subprocess.DEVNULL)

@@ -11,15 +11,12 @@
 
 #include "harness/cell_result.h"
 #include "harness/run_record.h"
+#include "harness/sample_stats.h"
 
 namespace framegate {
 
 // Median of the timed repeats' generation seconds; NaN when there are none.
 double MedianGenerationSeconds(const CellResult& result);
-// Statistics of a sample; NaN for an empty one (stddev: 0 for one value; n-1 otherwise).
-double Median(std::vector<double> values);
-double Mean(const std::vector<double>& values);
-double SampleStddev(const std::vector<double>& values);
 
 // PSNR as the reports show it: NaN (shown "nan dB") where the cell's health marks frame t
 // (or, for the minimum, any frame) non-finite. CellResult's JSON form writes a NaN PSNR as

@@ -42,12 +42,6 @@ double Mean(const std::vector<double>& x, int begin, int end) {
   return end > begin ? sum / (end - begin) : 0;
 }
 
-double Median(std::vector<double> x) {
-  if (x.empty()) return 0;
-  std::sort(x.begin(), x.end());
-  const size_t n = x.size();
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 double NoiseSigma(const std::vector<double>& x) {
   if (x.size() < 3) return 0;

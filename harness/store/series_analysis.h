@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "harness/sample_stats.h"
+
 namespace framegate {
 
 // A point violates a reference when it is worse by more than
@@ -41,7 +43,5 @@ int TrailingViolations(const std::vector<double>& x, int from, double reference,
 std::vector<int> StepChanges(const std::vector<double>& x, double sigma, double min_score = 5,
                              int min_segment = 2);
 
-double Mean(const std::vector<double>& x, int begin, int end);  // of x[begin, end)
-double Median(std::vector<double> x);
-
+double Mean(const std::vector<double>& x, int begin, int end);  
 }  // namespace framegate
