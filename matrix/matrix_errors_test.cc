@@ -95,6 +95,10 @@ TEST(MatrixErrorsTest, UnknownValuesPointAtTheValue) {
             "bad.toml:5:13: unknown sampler 'heun' (known: ddim, euler)");
   EXPECT_EQ(ErrorOf("requires = [\"cuda\", \"tpu\"]\n" + kAxes + "policies = [\"fp32\"]\n"),
             "bad.toml:1:21: unknown requirement 'tpu' (known: cuda, bf16, fp16, tf32, fp8)");
+  EXPECT_TRUE(StartsWith(ErrorOf(kAxes + "policies = [\"fp32\"]\n[tolerance]\nfp32 = \"tight\"\n"),
+                         "bad.toml:6:8: unknown tolerance profile 'tight' (known: "));
+  EXPECT_TRUE(StartsWith(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[include]]\ntolerance = 3\n"),
+                         "bad.toml:6:13: a tolerance profile must be a string, not integer"));
   EXPECT_TRUE(StartsWith(ErrorOf(kAxes + "policies = [\"fp32\"]\n[tolerance]\nfp61 = \"x\"\n"),
                          "bad.toml:6:1: [tolerance]: unknown policy 'fp61' (known: bf16,"));
 }

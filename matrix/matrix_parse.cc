@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "harness/sha256.h"
+#include "harness/tolerance.h"
 #include "matrix/cell_keys.h"
 #include "matrix/matrix_definition.h"
 #include "matrix/unsupported.h"
@@ -51,6 +52,8 @@ class MatrixReader {
   Status ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const;
   StatusOr<std::string> ReadString(const std::string& what, const toml::node& node) const;
   StatusOr<std::vector<std::string>> ReadRequirements(const toml::node& node) const;
+  // A tolerance profile name (harness/tolerances.toml).
+  StatusOr<std::string> ReadToleranceProfile(const toml::node& node) const;
   Status ReadAxes(const toml::table& axes, MatrixDefinition* def) const;
   // An array of tables: [[include]], [[exclude]] or [[xfail]].
   Status ReadEntries(const std::string& kind, const toml::node& node,
@@ -148,6 +151,14 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
   return Status::Ok();
 }
 
+StatusOr<std::string> MatrixReader::ReadToleranceProfile(const toml::node& node) const {
+  StatusOr<std::string> name = ReadString("a tolerance profile", node);
+  if (!name.ok()) return name.status();
+  const StatusOr<ToleranceProfile> profile = FindToleranceProfile(*name);
+  if (!profile.ok()) return Error(node.source(), profile.status().message());
+  return *name;
+}
+
 StatusOr<std::vector<std::string>> MatrixReader::ReadRequirements(const toml::node& node) const {
   const toml::array* array = node.as_array();
   if (!array) return Error(node.source(), "requires must be an array of strings, not " + TypeName(node));
@@ -220,11 +231,15 @@ Status MatrixReader::ReadEntry(const std::string& kind, const toml::table& table
       StatusOr<std::vector<std::string>> r = ReadRequirements(node);
       if (!r.ok()) return r.status();
       out->requirements = *r;
+    } else if (key == "tolerance") {
+      StatusOr<std::string> profile = ReadToleranceProfile(node);
+      if (!profile.ok()) return profile.status();
+      out->tolerance = *profile;
     } else {
-      StatusOr<std::string> text = ReadString(key, node);
-      if (!text.ok()) return text.status();
-      if (text->empty()) return Error(node.source(), key + " must not be empty");
-      (key == "reason" ? out->reason : out->tolerance) = *text;
+      StatusOr<std::string> reason = ReadString(key, node);
+      if (!reason.ok()) return reason.status();
+      if (reason->empty()) return Error(node.source(), "reason must not be empty");
+      out->reason = *reason;
     }
   }
   if (kind == "xfail" && out->reason.empty())
@@ -253,7 +268,7 @@ Status MatrixReader::ReadTolerance(const toml::table& table, MatrixDefinition* d
     const std::string policy(name.str());
     if (!FindPolicy(policy).ok())
       return Error(name.source(), "[tolerance]: " + FindPolicy(policy).status().message());
-    StatusOr<std::string> profile = ReadString("tolerance profile", node);
+    StatusOr<std::string> profile = ReadToleranceProfile(node);
     if (!profile.ok()) return profile.status();
     def->tolerance[policy] = *profile;
   }
