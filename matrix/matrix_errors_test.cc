@@ -57,6 +57,10 @@ TEST(MatrixErrorsTest, WrongTypes) {
             "bad.toml:5:13: seed must be an integer >= 0, not string");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nseeds = [-1]\n"),
             "bad.toml:5:10: seed must be an integer >= 0");
+  EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nsteps = [8, 0]\n"),
+            "bad.toml:5:13: steps must be an integer from 1 to 10000");
+  EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nsteps = [8.5]\n"),
+            "bad.toml:5:10: steps must be an integer from 1 to 10000, not floating-point");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nguidance = [0.5]\n"),
             "bad.toml:5:13: guidance must be a number >= 1");
   EXPECT_EQ(ErrorOf("repeats = 0\n" + kAxes + "policies = [\"fp32\"]\n"),

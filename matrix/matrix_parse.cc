@@ -47,8 +47,8 @@ class MatrixReader {
                                    " (known: " + Join(known) + ")");
   }
 
-  // One identity value (`key` is singular: "policy") into `cell`. `pattern`: a device
-  // may also be "cuda"/"all" (always allowed in axes; in entries they match groups).
+  // One identity value (`key` is singular: "policy") into `cell`. A device may also be
+  // "cuda" or "all" (in axes they expand, in entries they match a group of devices).
   Status ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const;
   StatusOr<std::string> ReadString(const std::string& what, const toml::node& node) const;
   StatusOr<std::vector<std::string>> ReadRequirements(const toml::node& node) const;
@@ -105,12 +105,16 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
                                   Cell* cell) const {
   if (key == "seed" || key == "steps") {
     const std::optional<int64_t> v = node.value_exact<int64_t>();
-    const int64_t min = key == "seed" ? 0 : 1;
-    if (!v || *v < min)
-      return Error(node.source(), key + " must be an integer >= " + std::to_string(min) +
-                                      (v ? "" : ", not " + TypeName(node)));
-    if (key == "seed") cell->seed = static_cast<uint64_t>(*v);
-    else cell->steps = static_cast<int>(std::min<int64_t>(*v, 1 << 20));
+    if (key == "seed") {
+      if (!v || *v < 0)
+        return Error(node.source(), "seed must be an integer >= 0" + (v ? "" : ", not " + TypeName(node)));
+      cell->seed = static_cast<uint64_t>(*v);
+    } else {
+      if (!v || *v < 1 || *v > 10000)
+        return Error(node.source(), "steps must be an integer from 1 to 10000" +
+                                        (v ? "" : ", not " + TypeName(node)));
+      cell->steps = static_cast<int>(*v);
+    }
     return Status::Ok();
   }
   if (key == "guidance") {
