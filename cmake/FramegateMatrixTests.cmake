@@ -6,14 +6,16 @@
 #   framegate_add_matrix_tests(MATRIX <file | shipped name> LABEL_PREFIX <prefix>
 #                              [FRAMEGATE <executable target>]   # default: framegate
 #                              [FILTER <expr>]                   # as `framegate list --filter`
-#                              [EXTRA_ARGS <arg>...])            # appended to each `check`
+#                              [EXTRA_ARGS <arg>...]             # appended to each `check`
+#                              [PROPERTIES <name> <value>...])   # set on every test
 #
 # The cells come from `framegate list MATRIX --json`, which runs when the target
 # <prefix>_matrix_tests is built (after the framegate executable, like
 # gtest_discover_tests), so the expansion is framegate's own and "cuda"/"all" expand to
 # the devices of the build host. Each test runs
 #   framegate check --size S|--model DIR --policy P --device D --seed N [--fault F]
-#                   [--sampler S] [--steps N] [--guidance G] EXTRA_ARGS
+#                   [--sampler S] [--steps N] [--guidance G] [--tolerance T]
+#                   [--xfail REASON] EXTRA_ARGS
 # and is named <prefix>/<pipeline>/<device>/<policy>/seed=N[/fault=F]... Properties:
 #   LABELS           <prefix>, the device, the policy, the size (or model:<name>)
 #   RESOURCE_GROUPS  "gpus:1,cudaN:1" for a cell on cuda:N: a slot of the GPU pool (one
@@ -22,13 +24,15 @@
 #                    written by runners/ctest/make_resource_spec.py.
 #   TIMEOUT          the matrix's `timeout`
 #   DISABLED         cells UNSUPPORTED on the build host (reported "Not Run", no failure)
-# xfail cells pass when `check` exits 1 (the failure was caught) and fail on 0 (XPASS)
-# or 2 (harness error).
+# An xfail cell passes its reason to `check --xfail`, which turns a caught failure into
+# XFAIL (exit 0) and a pass into XPASS (exit 1). The matrix's repeats/warmup are not
+# passed: CTest gives pass/fail, `framegate run` keeps the timings.
 
 set(_FRAMEGATE_MATRIX_TESTS_SCRIPT "${CMAKE_CURRENT_LIST_FILE}")
 
 function(framegate_add_matrix_tests)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "MATRIX;LABEL_PREFIX;FRAMEGATE;FILTER" "EXTRA_ARGS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "MATRIX;LABEL_PREFIX;FRAMEGATE;FILTER"
+                        "EXTRA_ARGS;PROPERTIES")
   if(NOT arg_MATRIX OR NOT arg_LABEL_PREFIX)
     message(FATAL_ERROR "framegate_add_matrix_tests: MATRIX and LABEL_PREFIX are required")
   endif()
@@ -56,6 +60,7 @@ function(framegate_add_matrix_tests)
             -D "FILTER=${arg_FILTER}"
             -D "PREFIX=${arg_LABEL_PREFIX}"
             -D "EXTRA_ARGS=${arg_EXTRA_ARGS}"
+            -D "PROPERTIES=${arg_PROPERTIES}"
             -D "OUT=${tests_file}"
             -P "${_FRAMEGATE_MATRIX_TESTS_SCRIPT}"
     DEPENDS ${depends} "${_FRAMEGATE_MATRIX_TESTS_SCRIPT}"
@@ -91,7 +96,8 @@ if(CMAKE_SCRIPT_MODE_FILE AND OUT)
     math(EXPR last "${count} - 1")
     foreach(i RANGE ${last})
       string(JSON cell GET "${json}" cells ${i})
-      foreach(key pipeline model_dir device policy seed fault sampler steps guidance xfail unsupported)
+      foreach(key pipeline model_dir device policy seed fault sampler steps guidance tolerance
+                  xfail unsupported)
         string(JSON ${key} GET "${cell}" ${key})
       endforeach()
       string(JSON size_type TYPE "${cell}" size)
@@ -117,12 +123,13 @@ if(CMAKE_SCRIPT_MODE_FILE AND OUT)
           string(APPEND name "/${option}=${${option}}")
         endif()
       endforeach()
+      foreach(option tolerance xfail)
+        if(NOT "${${option}}" STREQUAL "")
+          list(APPEND args "--${option}" "${${option}}")
+        endif()
+      endforeach()
       list(APPEND args ${EXTRA_ARGS})
       set(command "[==[${FRAMEGATE_EXE}]==]")
-      if(NOT xfail STREQUAL "")
-        # Expected to fail: only exit 1 (a check failure) passes.
-        set(command "/bin/sh -c [==[\"$0\" \"$@\"; test $? -eq 1]==] ${command}")
-      endif()
       foreach(a IN LISTS args)
         string(APPEND command " [==[${a}]==]")
       endforeach()
@@ -135,6 +142,9 @@ if(CMAKE_SCRIPT_MODE_FILE AND OUT)
       if(timeout GREATER 0)
         string(APPEND props " TIMEOUT ${timeout}")
       endif()
+      foreach(p IN LISTS PROPERTIES)
+        string(APPEND props " [==[${p}]==]")
+      endforeach()
       if(NOT unsupported STREQUAL "")
         string(APPEND props " DISABLED TRUE")
         string(APPEND script "# UNSUPPORTED here: ${unsupported}\n")

@@ -57,6 +57,10 @@ TEST(MatrixErrorsTest, WrongTypes) {
             "bad.toml:5:13: seed must be an integer >= 0, not string");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nseeds = [-1]\n"),
             "bad.toml:5:10: seed must be an integer >= 0");
+  EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nsteps = [8, 0]\n"),
+            "bad.toml:5:13: steps must be an integer from 1 to 10000");
+  EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nsteps = [8.5]\n"),
+            "bad.toml:5:10: steps must be an integer from 1 to 10000, not floating-point");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nguidance = [0.5]\n"),
             "bad.toml:5:13: guidance must be a number >= 1");
   EXPECT_EQ(ErrorOf("repeats = 0\n" + kAxes + "policies = [\"fp32\"]\n"),
@@ -95,6 +99,10 @@ TEST(MatrixErrorsTest, UnknownValuesPointAtTheValue) {
             "bad.toml:5:13: unknown sampler 'heun' (known: ddim, euler)");
   EXPECT_EQ(ErrorOf("requires = [\"cuda\", \"tpu\"]\n" + kAxes + "policies = [\"fp32\"]\n"),
             "bad.toml:1:21: unknown requirement 'tpu' (known: cuda, bf16, fp16, tf32, fp8)");
+  EXPECT_TRUE(StartsWith(ErrorOf(kAxes + "policies = [\"fp32\"]\n[tolerance]\nfp32 = \"tight\"\n"),
+                         "bad.toml:6:8: unknown tolerance profile 'tight' (known: "));
+  EXPECT_TRUE(StartsWith(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[include]]\ntolerance = 3\n"),
+                         "bad.toml:6:13: a tolerance profile must be a string, not integer"));
   EXPECT_TRUE(StartsWith(ErrorOf(kAxes + "policies = [\"fp32\"]\n[tolerance]\nfp61 = \"x\"\n"),
                          "bad.toml:6:1: [tolerance]: unknown policy 'fp61' (known: bf16,"));
 }

@@ -76,7 +76,7 @@ TEST(MatrixExpandTest, IncludeMatchingCombinationsAddsKeysWithoutChangingThem) {
 [[include]]
 policy = "bf16"
 requires = ["bf16"]
-tolerance = "loose"
+tolerance = "fp32"
 
 [[include]]
 seed = 1
@@ -87,7 +87,7 @@ requires = ["cuda"]
   EXPECT_EQ(spec.cells[1].requirements, std::vector<std::string>{"cuda"});
   EXPECT_EQ(spec.cells[2].requirements, std::vector<std::string>{"bf16"});
   EXPECT_EQ(spec.cells[3].requirements, (std::vector<std::string>{"bf16", "cuda"}));
-  EXPECT_EQ(spec.cells[2].tolerance, "loose");
+  EXPECT_EQ(spec.cells[2].tolerance, "fp32");
   EXPECT_EQ(spec.cells[0].tolerance, "");
 }
 

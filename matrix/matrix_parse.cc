@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "harness/sha256.h"
+#include "harness/tolerance.h"
 #include "matrix/cell_keys.h"
 #include "matrix/matrix_definition.h"
 #include "matrix/unsupported.h"
@@ -46,11 +47,13 @@ class MatrixReader {
                                    " (known: " + Join(known) + ")");
   }
 
-  // One identity value (`key` is singular: "policy") into `cell`. `pattern`: a device
-  // may also be "cuda"/"all" (always allowed in axes; in entries they match groups).
+  // One identity value (`key` is singular: "policy") into `cell`. A device may also be
+  // "cuda" or "all" (in axes they expand, in entries they match a group of devices).
   Status ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const;
   StatusOr<std::string> ReadString(const std::string& what, const toml::node& node) const;
   StatusOr<std::vector<std::string>> ReadRequirements(const toml::node& node) const;
+  // A tolerance profile name (harness/tolerances.toml).
+  StatusOr<std::string> ReadToleranceProfile(const toml::node& node) const;
   Status ReadAxes(const toml::table& axes, MatrixDefinition* def) const;
   // An array of tables: [[include]], [[exclude]] or [[xfail]].
   Status ReadEntries(const std::string& kind, const toml::node& node,
@@ -102,12 +105,16 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
                                   Cell* cell) const {
   if (key == "seed" || key == "steps") {
     const std::optional<int64_t> v = node.value_exact<int64_t>();
-    const int64_t min = key == "seed" ? 0 : 1;
-    if (!v || *v < min)
-      return Error(node.source(), key + " must be an integer >= " + std::to_string(min) +
-                                      (v ? "" : ", not " + TypeName(node)));
-    if (key == "seed") cell->seed = static_cast<uint64_t>(*v);
-    else cell->steps = static_cast<int>(std::min<int64_t>(*v, 1 << 20));
+    if (key == "seed") {
+      if (!v || *v < 0)
+        return Error(node.source(), "seed must be an integer >= 0" + (v ? "" : ", not " + TypeName(node)));
+      cell->seed = static_cast<uint64_t>(*v);
+    } else {
+      if (!v || *v < 1 || *v > 10000)
+        return Error(node.source(), "steps must be an integer from 1 to 10000" +
+                                        (v ? "" : ", not " + TypeName(node)));
+      cell->steps = static_cast<int>(*v);
+    }
     return Status::Ok();
   }
   if (key == "guidance") {
@@ -146,6 +153,14 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
     cell->sampler = v;
   }
   return Status::Ok();
+}
+
+StatusOr<std::string> MatrixReader::ReadToleranceProfile(const toml::node& node) const {
+  StatusOr<std::string> name = ReadString("a tolerance profile", node);
+  if (!name.ok()) return name.status();
+  const StatusOr<ToleranceProfile> profile = FindToleranceProfile(*name);
+  if (!profile.ok()) return Error(node.source(), profile.status().message());
+  return *name;
 }
 
 StatusOr<std::vector<std::string>> MatrixReader::ReadRequirements(const toml::node& node) const {
@@ -220,11 +235,15 @@ Status MatrixReader::ReadEntry(const std::string& kind, const toml::table& table
       StatusOr<std::vector<std::string>> r = ReadRequirements(node);
       if (!r.ok()) return r.status();
       out->requirements = *r;
+    } else if (key == "tolerance") {
+      StatusOr<std::string> profile = ReadToleranceProfile(node);
+      if (!profile.ok()) return profile.status();
+      out->tolerance = *profile;
     } else {
-      StatusOr<std::string> text = ReadString(key, node);
-      if (!text.ok()) return text.status();
-      if (text->empty()) return Error(node.source(), key + " must not be empty");
-      (key == "reason" ? out->reason : out->tolerance) = *text;
+      StatusOr<std::string> reason = ReadString(key, node);
+      if (!reason.ok()) return reason.status();
+      if (reason->empty()) return Error(node.source(), "reason must not be empty");
+      out->reason = *reason;
     }
   }
   if (kind == "xfail" && out->reason.empty())
@@ -253,7 +272,7 @@ Status MatrixReader::ReadTolerance(const toml::table& table, MatrixDefinition* d
     const std::string policy(name.str());
     if (!FindPolicy(policy).ok())
       return Error(name.source(), "[tolerance]: " + FindPolicy(policy).status().message());
-    StatusOr<std::string> profile = ReadString("tolerance profile", node);
+    StatusOr<std::string> profile = ReadToleranceProfile(node);
     if (!profile.ok()) return profile.status();
     def->tolerance[policy] = *profile;
   }

@@ -20,6 +20,8 @@ timeout = 45
 pipelines = ["tiny"]
 devices = ["cpu", "cuda:0"]
 policies = ["fp32", "bf16"]
+[tolerance]
+bf16 = "fp16"
 [[xfail]]
 policy = "bf16"
 device = "cpu"
@@ -83,11 +85,11 @@ def test_smoke_cells_register_with_labels_and_ctest_L_selects_them(tmp_path):
                        "--seed", "0"]
     assert sorted(props["LABELS"]) == sorted(["matrix", "cpu", "fp32", "tiny"])
     assert props["TIMEOUT"] == 120 and "RESOURCE_GROUPS" not in props
-    # xfail: only exit 1 (the failure was caught) passes.
+    # xfail: the reason goes to `check --xfail` (a caught failure is XFAIL, exit 0).
     command, _ = tests["matrix/reference:tiny/cpu/fp16-emulated/seed=0/fault=attn-overflow"]
-    assert command[:3] == ["/bin/sh", "-c", '"$0" "$@"; test $? -eq 1']
-    assert command[3:] == [FRAMEGATE, "check", "--size", "tiny", "--policy", "fp16-emulated",
-                           "--device", "cpu", "--seed", "0", "--fault", "attn-overflow"]
+    assert command == [FRAMEGATE, "check", "--size", "tiny", "--policy", "fp16-emulated",
+                       "--device", "cpu", "--seed", "0", "--fault", "attn-overflow", "--xfail",
+                       "F2: attention logits beyond FP16 must end NONFINITE or BROKEN_FRAMES"]
     # The fp16 cell cannot run on this CPU: registered, but disabled.
     assert tests["matrix/reference:tiny/cpu/fp16/seed=0"][1].get("DISABLED") is True
     assert selected(build, "fp16-emulated") == 3
@@ -96,12 +98,16 @@ def test_smoke_cells_register_with_labels_and_ctest_L_selects_them(tmp_path):
 def test_gpu_cells_get_resource_groups_and_extra_args(tmp_path):
     build = configure_and_build(
         tmp_path, 'framegate_add_matrix_tests(MATRIX gpu.toml LABEL_PREFIX fleet '
-                  'FILTER "policy=bf16" EXTRA_ARGS --golden-dir /goldens)')
+                  'FILTER "policy=bf16" EXTRA_ARGS --golden-dir /goldens '
+                  'PROPERTIES FIXTURES_REQUIRED goldens)')
     tests = registered(build)
     assert sorted(tests) == ["fleet/reference:tiny/cpu/bf16/seed=0", "fleet/reference:tiny/cuda:0/bf16/seed=0"]
     command, props = tests["fleet/reference:tiny/cuda:0/bf16/seed=0"]
-    assert command[-2:] == ["--golden-dir", "/goldens"]
+    assert command[-4:] == ["--tolerance", "fp16", "--golden-dir", "/goldens"]
+    assert tests["fleet/reference:tiny/cpu/bf16/seed=0"][0][-6:] == [
+        "--tolerance", "fp16", "--xfail", "known", "--golden-dir", "/goldens"]
     assert props["TIMEOUT"] == 45
+    assert props["FIXTURES_REQUIRED"] == ["goldens"]
     groups = props["RESOURCE_GROUPS"]
     assert [{r[".type"]: r["slots"] for r in g["requirements"]} for g in groups] == \
         [{"gpus": 1, "cuda0": 1}]
