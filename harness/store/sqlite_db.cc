@@ -86,6 +86,13 @@ std::string SqliteStatement::Text(int column) const {
                      static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
+std::string_view SqliteStatement::TextView(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  if (text == nullptr) return {};
+  return std::string_view(reinterpret_cast<const char*>(text),
+                          static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
 StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, Mode mode) {
   struct stat info;
   if (mode != Mode::kReadWriteCreate && stat(path.c_str(), &info) != 0) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "harness/status.h"
 
@@ -48,6 +49,8 @@ class SqliteStatement {
   int64_t Int(int column) const;
   double Real(int column) const;  // NULL reads as NaN
   std::string Text(int column) const;
+  // The text without a copy; valid until the next Step/Reset or column call.
+  std::string_view TextView(int column) const;
 
  private:
   friend class SqliteDb;
