@@ -43,6 +43,11 @@ SqliteStatement& SqliteStatement::Bind(int index, const std::string& value) {
   return *this;
 }
 
+SqliteStatement& SqliteStatement::BindStatic(int index, const char* value) {
+  sqlite3_bind_text(stmt_, index, value, -1, SQLITE_STATIC);
+  return *this;
+}
+
 SqliteStatement& SqliteStatement::BindNull(int index) {
   sqlite3_bind_null(stmt_, index);
   return *this;

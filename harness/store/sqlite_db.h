@@ -38,6 +38,8 @@ class SqliteStatement {
   SqliteStatement& Bind(int index, int64_t value);
   SqliteStatement& Bind(int index, double value);  // NaN is stored as NULL by SQLite
   SqliteStatement& Bind(int index, const std::string& value);
+  // A string that outlives the statement's use of it (a literal): bound without a copy.
+  SqliteStatement& BindStatic(int index, const char* value);
   SqliteStatement& BindNull(int index);
   StatusOr<bool> Step();
   // Runs a statement that returns no rows (or ignores them), then resets it.

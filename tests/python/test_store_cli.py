@@ -204,3 +204,18 @@ def test_merge_bad_input(tmp_path):
     one_line_error(run("merge", out, out), "is the output database itself")
     r = run("merge", out)
     assert r.returncode == 2 and "IN" in r.stderr
+
+
+def test_a_damaged_database_is_a_one_line_error(tmp_path):
+    db = tmp_path / "damaged.db"
+    write(db, "r1", cells=40)
+    size = db.stat().st_size
+    assert size > 8 * 4096
+    data = bytearray(db.read_bytes())
+    for page in range(2, size // 4096):  # scribble over every page but the header page
+        data[page * 4096 + 16: page * 4096 + 48] = b"\xff" * 32
+    db.write_bytes(bytes(data))
+    r = run("db", "check", "--db", db)
+    assert r.returncode == 2, r.stdout
+    assert r.stderr.count("\n") == 1 and str(db) in r.stderr, r.stderr
+    assert "integrity check failed" in r.stderr or "not a valid framegate database" in r.stderr
