@@ -210,7 +210,14 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
       "m.rel_l2 FROM cells c LEFT JOIN metrics m ON m.cell_row = c.id WHERE c.id >= ?");
   if (!cells.ok()) return cells.status();
   cells->Bind(1, *first);
-  std::unordered_map<uint64_t, size_t> series_of;  // spec * models + model -> series
+  // Per row, without hashing in the common case: the cell at position i of a run is
+  // usually the cell at position i of the previous run (runs record their matrix in the
+  // same order), and (spec, model) -> series is a flat table.
+  const size_t model_count = std::max<size_t>(models.size(), 1);
+  std::vector<int> series_at(specs.facts.size() * model_count, -1);
+  std::vector<uint64_t> slot_key;
+  std::vector<int> slot_spec;
+  size_t position = 0;
   std::string last_run;
   int run = -1;
   bool sorted = true;
@@ -223,16 +230,28 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
       last_run = std::string(cells->TextView(0));
       auto found = run_index.find(last_run);
       run = found == run_index.end() ? -1 : found->second;
+      position = 0;
     }
     if (run < 0) continue;  // a run outside the window
-    auto spec = specs.index.find(specs.keys.Key(cells->TextView(1)));
-    if (spec == specs.index.end()) continue;  // no spec: not written by this store
-    const SpecFacts& facts = specs.facts[static_cast<size_t>(spec->second)];
+    const uint64_t key = specs.keys.Key(cells->TextView(1));
+    if (position >= slot_key.size()) {
+      slot_key.resize(position + 1, ~uint64_t{0});
+      slot_spec.resize(position + 1, -1);
+    }
+    if (slot_key[position] != key || slot_spec[position] < 0) {
+      auto spec = specs.index.find(key);
+      slot_key[position] = key;
+      slot_spec[position] = spec == specs.index.end() ? -1 : spec->second;
+    }
+    const int spec = slot_spec[position++];
+    if (spec < 0) continue;  // no spec: not written by this store
+    const SpecFacts& facts = specs.facts[static_cast<size_t>(spec)];
     const int model = run_models[static_cast<size_t>(run)][static_cast<size_t>(facts.device)];
-    const uint64_t key = static_cast<uint64_t>(spec->second) * 65536 + static_cast<uint64_t>(model);
-    auto [it, added] = series_of.try_emplace(key, data.series.size());
-    if (added) {
+    int& series = series_at[static_cast<size_t>(spec) * model_count + static_cast<size_t>(model)];
+    if (series < 0) {
+      series = static_cast<int>(data.series.size());
       data.series.push_back({facts.cell_id, models[static_cast<size_t>(model)], facts.family, {}});
+      data.series.back().points.reserve(data.runs.size());
       last_point_run.push_back(-1);
       data.family_models[facts.family].push_back(models[static_cast<size_t>(model)]);
     }
@@ -243,9 +262,9 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
     point.min_psnr = cells->Real(4);
     point.mean_ssim = cells->Real(5);
     point.rel_l2 = cells->Real(6);
-    sorted = sorted && last_point_run[it->second] <= run;
-    last_point_run[it->second] = run;
-    data.series[it->second].points.push_back(point);
+    sorted = sorted && last_point_run[static_cast<size_t>(series)] <= run;
+    last_point_run[static_cast<size_t>(series)] = run;
+    data.series[static_cast<size_t>(series)].points.push_back(point);
   }
   if (!sorted) {  // runs were written out of time order (a merge): put points in run order
     for (Series& s : data.series) {
