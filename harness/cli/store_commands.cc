@@ -223,7 +223,7 @@ Command AddRegressionsCommand(CLI::App& parent) {
   auto o = std::make_shared<Options>();
   AddDbOption(app, &o->db);
   app->add_option("--since", o->regressions.since,
-                  "First day of the window, YYYY-MM-DD (default: 30 days before the newest run)");
+                  "First day of the window, YYYY-MM-DD (default: 14 days before the newest run)");
   app->add_option("--baseline", o->regressions.baseline, "last-good, a run id or a tag")
       ->capture_default_str();
   app->add_option("--min-effect", o->regressions.min_effect,

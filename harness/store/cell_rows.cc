@@ -243,7 +243,7 @@ Status CellRowWriter::WriteSamples(int64_t cell_row, const CellResult& r) {
   SqliteStatement& s = *insert_sample_;
   auto put_reals = [&](const char* kind, const std::vector<double>& values) -> Status {
     for (size_t k = 0; k < values.size(); ++k) {
-      s.Bind(1, cell_row).Bind(2, std::string(kind)).Bind(3, static_cast<int64_t>(k));
+      s.Bind(1, cell_row).BindStatic(2, kind).Bind(3, static_cast<int64_t>(k));
       FG_RETURN_IF_ERROR(s.Bind(4, values[k]).Run());
     }
     return Status::Ok();
@@ -263,7 +263,7 @@ Status CellRowWriter::WriteSamples(int64_t cell_row, const CellResult& r) {
   for (size_t k = 0; k < steps.size(); ++k) {
     for (const auto& [kind, count] : {std::pair(sample_kind::kStepNan, steps[k].nan),
                                       std::pair(sample_kind::kStepInf, steps[k].inf)}) {
-      s.Bind(1, cell_row).Bind(2, std::string(kind)).Bind(3, static_cast<int64_t>(k));
+      s.Bind(1, cell_row).BindStatic(2, kind).Bind(3, static_cast<int64_t>(k));
       FG_RETURN_IF_ERROR(s.Bind(4, count).Run());
     }
   }

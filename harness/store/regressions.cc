@@ -51,15 +51,16 @@ class SeriesJudge {
       if (run.in_window) window.push_back(&s.points[i]);
     }
     if (window.empty()) return;
-    FlakyCell f = Flakiness(s, window);
-    if (f.flips >= 2) {
-      flaky->push_back(f);
+    const int flips = Flips(window);
+    if (flips >= 2) {
+      flaky->push_back(Flaky(s, window, flips));
       return;
     }
     const SeriesPoint* base_point = base >= 0 ? &s.points[static_cast<size_t>(base)] : nullptr;
     if (baseline_.kind != BaselineChoice::Kind::kLastGood && base_point == nullptr) return;
-    JudgeStatus(s, window, base_point, flags);
-    for (const ValueTrack& track : kValueTracks) JudgeValues(s, window, base_point, track, flags);
+    const std::vector<const SeriesPoint*> after = AfterBaseline(window, base_point);
+    JudgeStatus(s, after, base_point, flags);
+    for (const ValueTrack& track : kValueTracks) JudgeValues(s, after, base_point, track, flags);
   }
 
  private:
@@ -81,15 +82,22 @@ class SeriesJudge {
     return after;
   }
 
-  FlakyCell Flakiness(const Series& s, const std::vector<const SeriesPoint*>& window) const {
-    FlakyCell f{s.family, s.cell_id, s.model, "", 0};
-    for (size_t i = 0; i < window.size(); ++i) {
-      const CellStatus st = window[i]->status;
-      f.statuses += IsFailure(st) ? 'F' : (st == CellStatus::kPass ? 'P' : 'U');
-      if (i > 0 && IsFailure(st) != IsFailure(window[i - 1]->status) &&
+  // Pass/fail flips between consecutive runs of the same environment (no code change).
+  int Flips(const std::vector<const SeriesPoint*>& window) const {
+    int flips = 0;
+    for (size_t i = 1; i < window.size(); ++i) {
+      if (IsFailure(window[i]->status) != IsFailure(window[i - 1]->status) &&
           RunOf(window[i]).environment == RunOf(window[i - 1]).environment) {
-        ++f.flips;
+        ++flips;
       }
+    }
+    return flips;
+  }
+
+  FlakyCell Flaky(const Series& s, const std::vector<const SeriesPoint*>& window, int flips) const {
+    FlakyCell f{s.family, s.cell_id, s.model, "", flips};
+    for (const SeriesPoint* p : window) {
+      f.statuses += IsFailure(p->status) ? 'F' : (p->status == CellStatus::kPass ? 'P' : 'U');
     }
     return f;
   }
@@ -116,9 +124,8 @@ class SeriesJudge {
     return flag;
   }
 
-  void JudgeStatus(const Series& s, const std::vector<const SeriesPoint*>& window,
+  void JudgeStatus(const Series& s, const std::vector<const SeriesPoint*>& points,
                    const SeriesPoint* base, std::vector<Flag>* flags) const {
-    std::vector<const SeriesPoint*> points = AfterBaseline(window, base);
     int streak = 0;
     while (streak < static_cast<int>(points.size()) &&
            IsFailure(points[points.size() - 1 - static_cast<size_t>(streak)]->status)) {
@@ -134,13 +141,35 @@ class SeriesJudge {
     flags->push_back(flag);
   }
 
-  void JudgeValues(const Series& s, const std::vector<const SeriesPoint*>& window,
+  // False when no finding is possible: every violation (and every creeping change) moves
+  // the series by more than max(relative x |level|, absolute) between two values in
+  // [min, max] of its passing points (and the baseline's), so a spread below that bound
+  // can flag nothing. Skips the analysis for the series whose values did not move.
+  static bool CanViolate(const std::vector<const SeriesPoint*>& points, const SeriesPoint* base,
+                         const ValueTrack& track, double relative) {
+    double lo = INFINITY, hi = -INFINITY;
+    auto include = [&](const SeriesPoint* p) {
+      const double v = track.value(*p);
+      if (IsFailure(p->status) || !std::isfinite(v)) return;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    };
+    for (const SeriesPoint* p : points) include(p);
+    if (base != nullptr) include(base);
+    if (!(hi > lo)) return false;
+    const double level = lo > 0 || hi < 0 ? std::min(std::fabs(lo), std::fabs(hi)) : 0.0;
+    return hi - lo > std::max(relative * level, track.absolute);
+  }
+
+  void JudgeValues(const Series& s, const std::vector<const SeriesPoint*>& points,
                    const SeriesPoint* base, const ValueTrack& track,
                    std::vector<Flag>* flags) const {
     const double sign = track.higher_is_worse ? 1 : -1;
+    const double relative = track.relative < 0 ? options_.min_effect : track.relative;
+    if (!CanViolate(points, base, track, relative)) return;  // most series: nothing moved
     std::vector<double> x;
     std::vector<const SeriesPoint*> at;
-    for (const SeriesPoint* p : AfterBaseline(window, base)) {
+    for (const SeriesPoint* p : points) {
       const double v = track.value(*p);
       if (IsFailure(p->status) || !std::isfinite(v)) continue;
       x.push_back(sign * v);
@@ -148,7 +177,7 @@ class SeriesJudge {
     }
     if (x.empty()) return;
     ViolationRule rule;
-    rule.relative = track.relative < 0 ? options_.min_effect : track.relative;
+    rule.relative = relative;
     rule.absolute = track.absolute;
     rule.sigma = NoiseSigma(x);
     Streak streak;

@@ -36,7 +36,7 @@ struct RegressionOptions {
   double min_effect = 0.05;            // relative threshold for latency and rel_l2
   int min_consecutive = 2;
 };
-constexpr int kDefaultWindowDays = 30;
+constexpr int kDefaultWindowDays = 14;
 
 struct StepChange {
   std::string run_id, git_sha;  // the first run at the new level

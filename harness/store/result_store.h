@@ -39,7 +39,7 @@ struct GoldenRecord {
 };
 
 // One point of a cell's history: the cell's result in one run, with the run's facts.
-// Per-frame scores, probes and per-step samples are not loaded (LoadRun has them).
+// Everything but the probes is loaded (LoadRun has those).
 struct HistoryPoint {
   std::string run_id;
   std::string started_at;
@@ -47,7 +47,7 @@ struct HistoryPoint {
   std::string host;
   std::string tags;
   std::string device_name;  // the device's model from the run's devices, "" if unknown
-  CellResult result;        // cell, status, reason, metrics (no frames), timings.repeats
+  CellResult result;        // the result, without probes
   double latency_median_s;  // NaN without timing repeats
 };
 

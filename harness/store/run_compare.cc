@@ -1,11 +1,14 @@
 #include "harness/store/run_compare.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include "harness/store/cell_rows.h"
 #include "harness/store/mann_whitney.h"
+#include "harness/store/regression_points.h"
 
 namespace framegate {
 namespace {
@@ -29,46 +32,78 @@ double Floor(const AccuracyMetric& metric, double a) {
   return kRelL2RelativeFloor * std::fabs(a);
 }
 
-// The metric values of the cell's results before run B on the same device model.
+// The metric values of each cell over the runs of B's matrix in the kNoiseDays days
+// before B, per device model: loaded once, only when a change needs a noise band.
 class NoiseHistory {
  public:
-  static StatusOr<NoiseHistory> Prepare(SqliteDb& db, const RunInfo& b) {
-    StatusOr<SqliteStatement> stmt = db.Prepare(
-        "SELECT m.min_psnr, m.mean_ssim, m.rel_l2 FROM cells c "
-        "JOIN runs r ON r.run_id = c.run_id "
-        "JOIN metrics m ON m.cell_row = c.id "
-        "LEFT JOIN devices d ON d.run_id = c.run_id AND d.device = ? "
-        "WHERE c.cell_id = ? AND r.started_at < ? AND c.run_id <> ? "
-        "AND coalesce(d.name, '') = ? ORDER BY r.started_at DESC LIMIT ?");
-    if (!stmt.ok()) return stmt.status();
-    return NoiseHistory(std::move(*stmt), b);
-  }
+  NoiseHistory(SqliteDb& db, RunInfo b, int per_cell) : db_(db), b_(std::move(b)), per_cell_(per_cell) {}
 
-  // Standard deviation of the metric in column `column` (0 with fewer than 3 values).
-  StatusOr<double> Sigma(const std::string& cell_id, const std::string& device,
-                         const std::string& device_name, int column, int limit) {
-    stmt_.Bind(1, device).Bind(2, cell_id).Bind(3, b_.started_at).Bind(4, b_.run_id);
-    stmt_.Bind(5, device_name).Bind(6, static_cast<int64_t>(limit));
-    std::vector<double> values;
-    for (;;) {
-      StatusOr<bool> row = stmt_.Step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
-      const double v = stmt_.Real(column);
-      if (std::isfinite(v)) values.push_back(v);
+  // Standard deviation of metric `column` (0 min_psnr, 1 mean_ssim, 2 rel_l2) of the cell
+  // on that device model, over its last `per_cell` results; 0 with fewer than 3.
+  StatusOr<double> Sigma(const std::string& cell_id, const std::string& model, int column) {
+    if (!loaded_) FG_RETURN_IF_ERROR(Load());
+    auto found = values_.find(cell_id + '\n' + model);
+    if (found == values_.end()) return 0.0;
+    std::vector<double> v;
+    for (const auto& point : found->second) {  // newest run first
+      if (std::isfinite(point[static_cast<size_t>(column)])) v.push_back(point[static_cast<size_t>(column)]);
+      if (static_cast<int>(v.size()) == per_cell_) break;
     }
-    stmt_.Reset();
-    if (values.size() < 3) return 0.0;
+    if (v.size() < 3) return 0.0;
     double mean = 0, sum_sq = 0;
-    for (double v : values) mean += v / static_cast<double>(values.size());
-    for (double v : values) sum_sq += (v - mean) * (v - mean);
-    return std::sqrt(sum_sq / static_cast<double>(values.size() - 1));
+    for (double x : v) mean += x / static_cast<double>(v.size());
+    for (double x : v) sum_sq += (x - mean) * (x - mean);
+    return std::sqrt(sum_sq / static_cast<double>(v.size() - 1));
   }
 
  private:
-  NoiseHistory(SqliteStatement stmt, RunInfo b) : stmt_(std::move(stmt)), b_(std::move(b)) {}
-  SqliteStatement stmt_;
+  static constexpr int kNoiseDays = 30;
+
+  Status Load() {
+    loaded_ = true;
+    StatusOr<SqliteStatement> runs = db_.Prepare(
+        "SELECT run_id FROM runs WHERE started_at < ?1 AND started_at >= ?2 AND run_id <> ?3 "
+        "AND matrix_sha256 = ?4 ORDER BY started_at DESC, run_id DESC");
+    StatusOr<SqliteStatement> cells = db_.Prepare(
+        "SELECT c.cell_id, s.device, m.min_psnr, m.mean_ssim, m.rel_l2 FROM cells c "
+        "JOIN cell_specs s ON s.cell_id = c.cell_id JOIN metrics m ON m.cell_row = c.id "
+        "WHERE c.run_id = ?");
+    StatusOr<SqliteStatement> devices = db_.Prepare("SELECT device, name FROM devices WHERE run_id = ?");
+    if (!runs.ok()) return runs.status();
+    if (!cells.ok()) return cells.status();
+    if (!devices.ok()) return devices.status();
+    SqliteBinder(*runs) << b_.started_at << DaysBefore(b_.started_at, kNoiseDays) << b_.run_id
+                        << b_.matrix_sha256;
+    std::vector<std::string> run_ids;
+    for (StatusOr<bool> row = runs->Step(); row.ok() && *row; row = runs->Step()) {
+      run_ids.push_back(runs->Text(0));
+    }
+    for (const std::string& run_id : run_ids) {
+      std::map<std::string, std::string> names;
+      devices->Bind(1, run_id);
+      for (StatusOr<bool> row = devices->Step(); row.ok() && *row; row = devices->Step()) {
+        names[devices->Text(0)] = devices->Text(1);
+      }
+      devices->Reset();
+      cells->Bind(1, run_id);
+      for (;;) {
+        StatusOr<bool> row = cells->Step();
+        if (!row.ok()) return row.status();
+        if (!*row) break;
+        auto name = names.find(cells->Text(1));
+        values_[cells->Text(0) + '\n' + (name == names.end() ? "" : name->second)].push_back(
+            {cells->Real(2), cells->Real(3), cells->Real(4)});
+      }
+      cells->Reset();
+    }
+    return Status::Ok();
+  }
+
+  SqliteDb& db_;
   RunInfo b_;
+  int per_cell_;
+  bool loaded_ = false;
+  std::unordered_map<std::string, std::vector<std::array<double, 3>>> values_;
 };
 
 std::map<std::string, std::string> DeviceNames(const RunRecord& run) {
@@ -120,7 +155,7 @@ std::optional<CellChange> LatencyChange(const CellResult& a, const CellResult& b
 
 // Accuracy changes of one cell beyond its noise band.
 Status AccuracyChanges(const CellResult& a, const CellResult& b, const std::string& device_name,
-                       const CompareOptions& options, NoiseHistory& noise,
+                       NoiseHistory& noise,
                        std::vector<CellChange>* changes) {
   if (!a.metrics || !b.metrics) return Status::Ok();
   for (const AccuracyMetric& metric : kAccuracyMetrics) {
@@ -131,8 +166,7 @@ Status AccuracyChanges(const CellResult& a, const CellResult& b, const std::stri
     if (std::isfinite(va) && std::isfinite(vb)) {
       band = Floor(metric, va);
       if (std::fabs(vb - va) <= band) continue;
-      StatusOr<double> sigma = noise.Sigma(b.cell.Id(), b.cell.device, device_name,
-                                           metric.history_column, options.noise_history);
+      StatusOr<double> sigma = noise.Sigma(b.cell.Id(), device_name, metric.history_column);
       if (!sigma.ok()) return sigma.status();
       band = std::max(band, 3 * *sigma);
       if (std::fabs(vb - va) <= band) continue;
@@ -182,8 +216,7 @@ StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a
   if (!a.ok()) return a.status();
   StatusOr<RunRecord> b = store.LoadRun(run_b);
   if (!b.ok()) return b.status();
-  StatusOr<NoiseHistory> noise = NoiseHistory::Prepare(store.db(), b->info);
-  if (!noise.ok()) return noise.status();
+  NoiseHistory noise(store.db(), b->info, options.noise_history);
   RunComparison out;
   out.a = a->info;
   out.b = b->info;
@@ -202,7 +235,7 @@ StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a
     if (std::optional<CellChange> c = StatusChange(ra, rb)) out.changes.push_back(*c);
     auto name = names_b.find(rb.cell.device);
     FG_RETURN_IF_ERROR(AccuracyChanges(ra, rb, name == names_b.end() ? "" : name->second,
-                                       options, *noise, &out.changes));
+                                       noise, &out.changes));
     if (std::optional<CellChange> c = LatencyChange(ra, rb, options)) out.changes.push_back(*c);
   }
   for (const auto& [id, ra] : in_a) {

@@ -3,8 +3,9 @@
 //             other status changes (still failing, differently);
 //   accuracy: min_psnr, mean_ssim and rel_l2 moved by more than the cell's own
 //             run-to-run noise: a band of 3 standard deviations of the metric over the
-//             cell's last results (same device model) before B, never narrower than a
-//             floor (kPsnrFloorDb, kSsimFloor, kRelL2RelativeFloor). Worse is a
+//             cell's last noise_history results on the same device model in the runs of
+//             B's matrix (same matrix_sha256) of the 30 days before B, never narrower
+//             than a floor (kPsnrFloorDb, kSsimFloor, kRelL2RelativeFloor). Worse is a
 //             regression;
 //   latency:  the timing repeats of A and B differ by a two-sided Mann-Whitney U test
 //             (p < alpha) AND the medians differ by at least min_effect (relative).

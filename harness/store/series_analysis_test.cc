@@ -41,7 +41,11 @@ TEST(SeriesAnalysisTest, StepChangesFindsEachLevelShift) {
   const std::vector<double> x = {1, 1.001, 0.999, 1, 1.03, 1.031, 1.029, 1.06, 1.061, 1.059};
   EXPECT_EQ(StepChanges(x, 0.002), (std::vector<int>{4, 7}));
   EXPECT_TRUE(StepChanges(x, 0.05).empty());  // steps within the noise
-  EXPECT_TRUE(StepChanges({1, 1, 1, 1, 2}, 0.01).empty());  // a 1-point segment is no step
+  // Each side of a step has min_segment points or more: with 3, a 2-run change can only
+  // be placed one run early; with 7 points needed it is no step at all.
+  EXPECT_EQ(StepChanges({1, 1, 1, 1, 2, 2}, 0.01, 5, 2), (std::vector<int>{4}));
+  EXPECT_EQ(StepChanges({1, 1, 1, 1, 2, 2}, 0.01, 5, 3), (std::vector<int>{3}));
+  EXPECT_TRUE(StepChanges({1, 1, 1, 1, 2, 2}, 0.01, 5, 4).empty());
 }
 
 }  // namespace

@@ -43,6 +43,11 @@ SqliteStatement& SqliteStatement::Bind(int index, const std::string& value) {
   return *this;
 }
 
+SqliteStatement& SqliteStatement::BindStatic(int index, const char* value) {
+  sqlite3_bind_text(stmt_, index, value, -1, SQLITE_STATIC);
+  return *this;
+}
+
 SqliteStatement& SqliteStatement::BindNull(int index) {
   sqlite3_bind_null(stmt_, index);
   return *this;
@@ -84,6 +89,13 @@ std::string SqliteStatement::Text(int column) const {
   if (text == nullptr) return "";
   return std::string(reinterpret_cast<const char*>(text),
                      static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
+std::string_view SqliteStatement::TextView(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  if (text == nullptr) return {};
+  return std::string_view(reinterpret_cast<const char*>(text),
+                          static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
 StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, Mode mode) {

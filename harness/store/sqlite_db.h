@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "harness/status.h"
 
@@ -37,6 +38,8 @@ class SqliteStatement {
   SqliteStatement& Bind(int index, int64_t value);
   SqliteStatement& Bind(int index, double value);  // NaN is stored as NULL by SQLite
   SqliteStatement& Bind(int index, const std::string& value);
+  // A string that outlives the statement's use of it (a literal): bound without a copy.
+  SqliteStatement& BindStatic(int index, const char* value);
   SqliteStatement& BindNull(int index);
   StatusOr<bool> Step();
   // Runs a statement that returns no rows (or ignores them), then resets it.
@@ -48,6 +51,8 @@ class SqliteStatement {
   int64_t Int(int column) const;
   double Real(int column) const;  // NULL reads as NaN
   std::string Text(int column) const;
+  // The text without a copy; valid until the next Step/Reset or column call.
+  std::string_view TextView(int column) const;
 
  private:
   friend class SqliteDb;
