@@ -81,13 +81,6 @@ Status Prepared(SqliteDb& db, const char* sql, std::optional<SqliteStatement>* o
 
 }  // namespace
 
-double MedianOf(std::vector<double> values) {
-  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 Status ReadCellColumns(const SqliteStatement& row, int first, const std::string& db_path,
                        CellResult* r) {
   int i = first + 3;  // after id, cell_id, latency_median_s
@@ -201,7 +194,7 @@ StatusOr<int64_t> CellRowWriter::Write(const std::string& run_id, const CellResu
        << nlohmann::json(c.requirements).dump()
        << (r.policy_used.empty() ? c.policy : r.policy_used)
        << std::string(StatusName(r.status)) << r.reason << r.error_class << r.golden
-       << r.artifacts_dir << r.repro << MedianOf(r.timings.generation_seconds);
+       << r.artifacts_dir << r.repro << Median(r.timings.generation_seconds);
   const FrameHealth& h = r.health;
   bind << h.first_nonfinite_step << h.decoded.nan << h.decoded.inf << JoinDefects(h.frames)
        << std::string(FrameDefectName(h.defect)) << h.defect_frames;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "harness/cell_result.h"
+#include "harness/sample_stats.h"
 #include "harness/status.h"
 #include "harness/store/sqlite_db.h"
 
@@ -27,8 +28,6 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
 void ReadMetricColumns(const SqliteStatement& row, int first,
                        std::optional<ComparisonMetrics>* metrics);
 
-// Median of `values`, NaN when empty.
-double MedianOf(std::vector<double> values);
 
 // Writes a result's rows; the caller holds the write transaction. Statements are prepared
 // once and reused (insert throughput is a target).

@@ -137,7 +137,7 @@ std::optional<CellChange> LatencyChange(const CellResult& a, const CellResult& b
   const std::vector<double>& ra = a.timings.generation_seconds;
   const std::vector<double>& rb = b.timings.generation_seconds;
   if (ra.empty() || rb.empty()) return std::nullopt;
-  const double median_a = MedianOf(ra), median_b = MedianOf(rb);
+  const double median_a = Median(ra), median_b = Median(rb);
   const double effect = median_b / median_a - 1;
   const MannWhitneyResult test = MannWhitneyU(ra, rb);
   if (!(test.p_value < options.alpha) || !(std::fabs(effect) >= options.min_effect)) {
