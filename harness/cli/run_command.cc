@@ -380,10 +380,10 @@ Command AddRunCommand(CLI::App& parent) {
   AddThreadsOption(app, &o->threads);
   o->reports.AddTo(app);
   app->callback([app, o] {
-    o->adhoc = o->matrix.empty() && (app->count("--size") + app->count("--model") +
-                                     app->count("--policy") + app->count("--fault") +
-                                     app->count("--seed") > 0);
-    if (!o->matrix.empty() && o->adhoc) {
+    const bool axes = app->count("--size") + app->count("--model") + app->count("--policy") +
+                          app->count("--fault") + app->count("--seed") > 0;
+    o->adhoc = o->matrix.empty() && axes;
+    if (!o->matrix.empty() && axes) {
       throw CLI::ValidationError("MATRIX", "give a matrix or ad-hoc axes, not both");
     }
   });
@@ -391,7 +391,7 @@ Command AddRunCommand(CLI::App& parent) {
             std::string line = "framegate run";
             if (!o->matrix.empty()) line += " " + o->matrix;
             if (o->adhoc) {
-              const Cell& c = o->pipeline.ToCells().front();
+              const Cell c = o->pipeline.ToCells().front();
               line += (c.model_dir.empty() ? " --size " + c.size : " --model " + c.model_dir) +
                       " --policy " + o->pipeline.policy + " --seed " + std::to_string(c.seed);
               if (!c.fault.empty()) line += " --fault " + c.fault;
