@@ -63,8 +63,8 @@ int main(int argc, char** argv) {
           ("BM_TinyCell/" + std::string(policy) + "/probes:" + name).c_str(), BM_TinyCell,
           std::string(policy), mode)
           ->Unit(benchmark::kMillisecond)
-          ->Iterations(3)
-          ->Repetitions(5)
+          ->Iterations(1)
+          ->Repetitions(7)
           ->ReportAggregatesOnly(true);
     }
   }
