@@ -16,8 +16,8 @@ namespace framegate {
 
 class NumericProbes {
  public:
-  // With ranges off, only the first non-finite output is looked for (one reduction per
-  // module output instead of four).
+  // With ranges off, only the first non-finite output is kept (the scan is the same
+  // single pass; no per-module table is kept).
   explicit NumericProbes(bool ranges = true) : ranges_(ranges) {}
 
   // `value`: the output of `module` at sampler `step` (-1: decoder). `limits`: the dtype

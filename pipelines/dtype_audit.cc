@@ -38,6 +38,7 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
 c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind) {
   if (policy.IsIsland(kind)) return c10::kFloat;
   switch (policy.storage) {
+    case WeightStorage::kFloat64: return c10::kDouble;
     case WeightStorage::kFloat32: return c10::kFloat;
     case WeightStorage::kBFloat16: return c10::kBFloat16;
     case WeightStorage::kFloat16: return c10::kHalf;

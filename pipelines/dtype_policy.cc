@@ -11,13 +11,14 @@ const std::map<std::string, WeightStorage>& StorageNames() {
   static const std::map<std::string, WeightStorage> names = {
       {"fp32", WeightStorage::kFloat32}, {"bf16", WeightStorage::kBFloat16},
       {"fp16", WeightStorage::kFloat16}, {"fp8e4m3", WeightStorage::kFp8E4M3},
-      {"fp8e5m2", WeightStorage::kFp8E5M2}};
+      {"fp8e5m2", WeightStorage::kFp8E5M2}, {"fp64", WeightStorage::kFloat64}};
   return names;
 }
 
 const std::map<std::string, c10::ScalarType>& ComputeNames() {
   static const std::map<std::string, c10::ScalarType> names = {
-      {"fp32", c10::kFloat}, {"bf16", c10::kBFloat16}, {"fp16", c10::kHalf}};
+      {"fp32", c10::kFloat}, {"bf16", c10::kBFloat16}, {"fp16", c10::kHalf},
+      {"fp64", c10::kDouble}};
   return names;
 }
 
@@ -118,6 +119,7 @@ const char* WeightStorageName(WeightStorage storage) {
 
 int64_t WeightStorageBytes(WeightStorage storage) {
   switch (storage) {
+    case WeightStorage::kFloat64: return 8;
     case WeightStorage::kFloat32: return 4;
     case WeightStorage::kBFloat16:
     case WeightStorage::kFloat16: return 2;
@@ -188,6 +190,14 @@ int64_t WeightBytes(const DtypePolicy& policy, int64_t num_parameters) {
 }
 
 DtypePolicy Fp32Policy() { return DtypePolicy(); }
+
+DtypePolicy Fp64ReferencePolicy() {
+  DtypePolicy p;
+  p.name = "fp64-reference";
+  p.storage = WeightStorage::kFloat64;
+  p.compute = c10::kDouble;
+  return p;
+}
 
 DtypePolicy DecoderPolicyOf(const DtypePolicy& policy) {
   if (!policy.IsIsland(ModuleKind::kDecoder)) return policy;

@@ -19,7 +19,7 @@ enum class ModuleKind { kNorm, kSoftmax, kTimeEmbed, kDecoder, kAttentionLogits,
 const char* ModuleKindName(ModuleKind kind);
 
 // How weights are held in memory. kFp8* are 8-bit codes (uint8) decoded at use.
-enum class WeightStorage { kFloat32, kBFloat16, kFloat16, kFp8E4M3, kFp8E5M2 };
+enum class WeightStorage { kFloat32, kBFloat16, kFloat16, kFp8E4M3, kFp8E5M2, kFloat64 };
 const char* WeightStorageName(WeightStorage storage);
 int64_t WeightStorageBytes(WeightStorage storage);  // bytes per element
 
@@ -56,6 +56,9 @@ const char* DtypeName(c10::ScalarType dtype);  // "fp32", "bf16", "fp16", "uint8
 
 // The plain FP32 policy (the golden reference).
 DtypePolicy Fp32Policy();
+// FP64 weights and compute, no islands: the reference the golden's own error is measured
+// against (`--fp64-ref`). Not a preset: it judges, it is not judged.
+DtypePolicy Fp64ReferencePolicy();
 // The policy the decoder runs under: FP32 when the policy keeps the decoder as an FP32
 // island, else the policy itself. Decoder weights are those named "decoder.*".
 DtypePolicy DecoderPolicyOf(const DtypePolicy& policy);

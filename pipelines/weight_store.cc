@@ -34,6 +34,7 @@ Status WeightStore::Place(const DtypePolicy& model_policy, c10::Device device) {
       case WeightStorage::kFloat32:
         if (policy.emulate_fp16) t = t.to(at::kHalf).to(at::kFloat);
         break;
+      case WeightStorage::kFloat64: t = t.to(at::kDouble); break;
       case WeightStorage::kBFloat16: t = t.to(at::kBFloat16); break;
       case WeightStorage::kFloat16: t = t.to(at::kHalf); break;
       case WeightStorage::kFp8E4M3:

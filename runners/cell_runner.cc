@@ -71,6 +71,26 @@ StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string&
   return lookup;
 }
 
+double RelL2(const at::Tensor& x, const at::Tensor& ref) {
+  const at::Tensor r = ref.to(at::kDouble);
+  return (x.to(at::kDouble) - r).norm().item<double>() / r.norm().item<double>();
+}
+
+// error(candidate, fp64) / error(golden, fp64): how many times the FP32 golden's own
+// error the candidate's is. The FP64 run is the same config on the CPU.
+StatusOr<double> Fp64ErrorRatio(const PipelineSpec& spec, const at::Tensor& candidate,
+                                const at::Tensor& golden) {
+  PipelineSpec fp64 = spec;
+  fp64.policy = Fp64ReferencePolicy();
+  fp64.device = "cpu";
+  StatusOr<PipelineOutcome> ref = RunPipeline(fp64);
+  if (!ref.ok()) return ref.status();
+  if (ref->kind != PipelineOutcome::Kind::kFinished) {
+    return Status::Internal("the FP64 reference run failed: " + ref->error.Reason() + ref->unsupported);
+  }
+  return RelL2(candidate, ref->result.frames) / RelL2(golden, ref->result.frames);
+}
+
 }  // namespace
 
 StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
@@ -186,7 +206,14 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     result.health = AssessFrameHealth(r.decoded, r.frames, golden_frames, step_counts);
     result.first_nonfinite = probes.first_nonfinite();
     result.probes = probes.LeastHeadroom(static_cast<size_t>(options.probe_count));
-    if (golden->golden) result.metrics = Compare(*golden->golden, r);
+    if (golden->golden) {
+      result.metrics = Compare(*golden->golden, r);
+      if (options.fp64_ref) {
+        StatusOr<double> ratio = Fp64ErrorRatio(*spec, r.frames, golden->golden->frames);
+        if (!ratio.ok()) return ratio.status();
+        result.metrics->fp64_error_ratio = *ratio;
+      }
+    }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
     if (!options.artifacts_dir.empty()) {
       FG_RETURN_IF_ERROR(SaveArtifacts(options.artifacts_dir, r));

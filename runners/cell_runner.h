@@ -18,7 +18,10 @@ struct CellRunOptions {
   bool probes = true;         // module ranges; NaN localisation is always on
   int warmup = 0;             // untimed runs before the judged one
   int repeats = 1;            // timed runs; the first is the judged one (with probes)
-  bool fp64_ref = false;      // also run in FP64 on the CPU: fp64_error_ratio
+  // Also run the config in FP64 on the CPU: fp64_error_ratio = error(candidate, fp64) /
+  // error(golden, fp64), relative L2 of the frames (PyTorch's "no worse than k times
+  // FP32's own error" criterion). Needs the golden.
+  bool fp64_ref = false;
   std::string artifacts_dir;  // when set: frames.npy and latents.npy of the candidate
   int probe_count = 8;        // least-headroom modules kept in the result
 };

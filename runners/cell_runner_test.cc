@@ -53,6 +53,21 @@ TEST_F(CellRunnerTest, CleanPoliciesPassAndFp32IsExact) {
   EXPECT_EQ(bf16.probes[0].dtype, "bfloat16");
 }
 
+TEST_F(CellRunnerTest, Fp64ReferenceRatioIsOneForTheGoldenAndAboveOneForBf16) {
+  CellRunOptions options;
+  options.golden_dir = *dir_;
+  options.fp64_ref = true;
+  options.probes = false;
+  StatusOr<CellResult> fp32 = RunCell(TinyCell("fp32"), options);
+  ASSERT_TRUE(fp32.ok()) << fp32.status().message();
+  ASSERT_TRUE(fp32->metrics && fp32->metrics->fp64_error_ratio);
+  EXPECT_DOUBLE_EQ(*fp32->metrics->fp64_error_ratio, 1.0);  // the candidate is the golden
+  StatusOr<CellResult> bf16 = RunCell(TinyCell("bf16"), options);
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_GT(*bf16->metrics->fp64_error_ratio, 10.0);  // bf16 is far worse than FP32's own error
+  EXPECT_TRUE(std::isfinite(*bf16->metrics->fp64_error_ratio));
+}
+
 TEST_F(CellRunnerTest, F1AndF4AreDtypeMismatchErrorsNamingTheModule) {
   CellResult r = Check(TinyCell("bf16", "time-embed-fp32"));
   EXPECT_EQ(r.status, CellStatus::kError);

@@ -65,6 +65,7 @@ StatusOr<pid_t> Spawn(const CellProcessOptions& o, const Attempt& a, const std::
     args.insert(args.end(), {"--artifacts", o.artifacts_root + "/" + a.cell.Id()});
   }
   if (o.deterministic) args.push_back("--deterministic");
+  if (o.fp64_ref) args.push_back("--fp64-ref");
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);

@@ -26,6 +26,7 @@ struct CellProcessOptions {
   int warmup = 0;
   bool deterministic = false;
   bool fallback = false;  // NONFINITE/BROKEN_FRAMES: retry with the policy's fallback
+  bool fp64_ref = false;  // fp64_error_ratio for every cell (CellRunOptions::fp64_ref)
 };
 
 // Called for every cell as it finishes (from the runner's thread). A non-ok Status stops

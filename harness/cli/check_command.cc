@@ -25,6 +25,7 @@ struct CheckOptions {
   std::string xfail;
   std::string artifacts_dir;
   bool no_probes = false;
+  bool fp64_ref = false;
   int repeats = 1;
   int warmup = 0;
   int threads = 0;
@@ -47,6 +48,7 @@ int RunCheck(const CheckOptions& o) {
   CellRunOptions run;
   run.golden_dir = o.golden_dir;
   run.probes = !o.no_probes;
+  run.fp64_ref = o.fp64_ref;
   run.repeats = o.repeats;
   run.warmup = o.warmup;
   nlohmann::json json_cells = nlohmann::json::array();
@@ -93,6 +95,8 @@ Command AddCheckCommand(CLI::App& parent) {
   app->add_option("--xfail", o->xfail, "Declare the cells expected to fail, with this reason");
   app->add_option("--artifacts", o->artifacts_dir,
                   "Keep each cell's frames.npy and latents.npy under DIR/<cell id>/");
+  app->add_flag("--fp64-ref", o->fp64_ref,
+                "Also run each cell's config in FP64 on the CPU and report fp64_error_ratio");
   app->add_flag("--no-probes", o->no_probes,
                 "Skip the module range probes (NaN localisation stays on)");
   app->add_option("--repeats", o->repeats, "Timed runs per cell (the first is judged)")

@@ -68,7 +68,7 @@ struct RunOptions {
   std::string artifacts;
   double timeout = 0;
   int repeats = 0, warmup = -1, threads = 0;
-  bool fallback = false, deterministic = false;
+  bool fallback = false, deterministic = false, fp64_ref = false;
   ReportOutputs reports;
 };
 
@@ -264,6 +264,7 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   p.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
   p.deterministic = o.deterministic;
   p.fallback = o.fallback;
+  p.fp64_ref = o.fp64_ref;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
   StatusOr<MatrixRunSummary> summary = RunCellsInProcesses(
@@ -299,6 +300,7 @@ struct RunCellOptions {
   std::string cell_path, result_path, golden_dir, artifacts;
   int threads = 0, repeats = 1, warmup = 0;
   bool deterministic = false;
+  bool fp64_ref = false;
 };
 
 int RunOneCell(const RunCellOptions& o) {
@@ -318,6 +320,7 @@ int RunOneCell(const RunCellOptions& o) {
   run.repeats = o.repeats;
   run.warmup = o.warmup;
   run.artifacts_dir = o.artifacts;
+  run.fp64_ref = o.fp64_ref;
   StatusOr<CellResult> result = RunCell(*cell, run);
   if (!result.ok()) return ReportError(result.status());
   const std::string tmp = o.result_path + ".tmp";
@@ -377,6 +380,8 @@ Command AddRunCommand(CLI::App& parent) {
                 "Retry NONFINITE/BROKEN_FRAMES cells with the next safer policy");
   app->add_flag("--deterministic", o->deterministic,
                 "Deterministic algorithms, TF32 off (cuBLAS workspace: set CUBLAS_WORKSPACE_CONFIG)");
+  app->add_flag("--fp64-ref", o->fp64_ref,
+                "Also run each cell's config in FP64 on the CPU: fp64_error_ratio");
   AddThreadsOption(app, &o->threads);
   o->reports.AddTo(app);
   app->callback([app, o] {
@@ -413,6 +418,7 @@ Command AddRunCellCommand(CLI::App& parent) {
   app->add_option("--repeats", o->repeats);
   app->add_option("--warmup", o->warmup);
   app->add_flag("--deterministic", o->deterministic);
+  app->add_flag("--fp64-ref", o->fp64_ref);
   return {app, [o] { return RunOneCell(*o); }};
 }
 
