@@ -57,7 +57,7 @@ def main():
         subprocess.run([args.framegate, "check", "--size", args.size, "--seed", str(seed),
                         "--device", args.device,
                         "--policy", ",".join(policies), "--golden-dir", goldens, "--json", out,
-                        "--threads", args.threads, "--no-probes", *fault_args],
+                        "--threads", args.threads, *fault_args],
                        stdout=subprocess.DEVNULL)
         for cell in json.load(open(out))["cells"]:
             p = cell["policy"]

@@ -165,12 +165,15 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     StatusOr<PipelineOutcome> warm = RunPipeline(*spec);
     if (!warm.ok()) return warm.status();
   }
-  // The judged run: probes on module outputs, NaN counts on every step's latents.
+  // The judged run: NaN counts on every step's latents; module probes when asked for.
   NumericProbes probes(options.probes);
   const bool emulated = spec->policy.emulate_fp16;
-  const ModuleObserver on_module = [&](const ModuleOutput& out) {
-    probes.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type());
+  const auto watch = [emulated](NumericProbes& p) -> ModuleObserver {
+    return [&p, emulated](const ModuleOutput& out) {
+      p.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type());
+    };
   };
+  const ModuleObserver on_module = options.probes ? watch(probes) : nullptr;
   std::vector<NonfiniteCount> step_counts;
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
     step_counts.push_back(CountNonfinite(latents));
@@ -205,6 +208,13 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     }
     result.health = AssessFrameHealth(r.decoded, r.frames, golden_frames, step_counts);
     result.first_nonfinite = probes.first_nonfinite();
+    if (!result.first_nonfinite.found &&
+        (result.health.first_nonfinite_step >= 0 || result.health.decoded.any())) {
+      NumericProbes localise(/*ranges=*/false);  // same inputs, same result on the CPU
+      StatusOr<PipelineOutcome> again = RunPipeline(*spec, watch(localise));
+      if (!again.ok()) return again.status();
+      result.first_nonfinite = localise.first_nonfinite();
+    }
     result.probes = probes.LeastHeadroom(static_cast<size_t>(options.probe_count));
     if (golden->golden) {
       result.metrics = Compare(*golden->golden, r);

@@ -43,10 +43,14 @@ std::string* CellRunnerTest::dir_ = nullptr;
 
 TEST_F(CellRunnerTest, CleanPoliciesPassAndFp32IsExact) {
   const CellResult fp32 = Check(TinyCell("fp32"));
+  EXPECT_TRUE(fp32.probes.empty());  // range probes are opt-in
   EXPECT_EQ(fp32.status, CellStatus::kPass) << fp32.reason;
   ASSERT_TRUE(fp32.metrics);
   EXPECT_TRUE(std::isinf(fp32.metrics->video.min_psnr));
-  const CellResult bf16 = Check(TinyCell("bf16"));
+  CellRunOptions with_probes;
+  with_probes.golden_dir = *dir_;
+  with_probes.probes = true;
+  const CellResult bf16 = *RunCell(TinyCell("bf16"), with_probes);
   EXPECT_EQ(bf16.status, CellStatus::kPass) << bf16.reason;
   EXPECT_LT(bf16.metrics->video.min_psnr, 200);  // really compared, not the golden itself
   EXPECT_FALSE(bf16.probes.empty());

@@ -66,6 +66,7 @@ StatusOr<pid_t> Spawn(const CellProcessOptions& o, const Attempt& a, const std::
   }
   if (o.deterministic) args.push_back("--deterministic");
   if (o.fp64_ref) args.push_back("--fp64-ref");
+  if (o.probes) args.push_back("--probes");
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);

@@ -27,6 +27,7 @@ struct CellProcessOptions {
   bool deterministic = false;
   bool fallback = false;  // NONFINITE/BROKEN_FRAMES: retry with the policy's fallback
   bool fp64_ref = false;  // fp64_error_ratio for every cell (CellRunOptions::fp64_ref)
+  bool probes = false;    // module range probes (CellRunOptions::probes)
 };
 
 // Called for every cell as it finishes (from the runner's thread). A non-ok Status stops

@@ -24,7 +24,7 @@ struct CheckOptions {
   std::string tolerance;
   std::string xfail;
   std::string artifacts_dir;
-  bool no_probes = false;
+  bool probes = false;
   bool fp64_ref = false;
   int repeats = 1;
   int warmup = 0;
@@ -47,7 +47,7 @@ int RunCheck(const CheckOptions& o) {
   if (cells.empty()) return ReportError(Status::InvalidInput("--policy: no policy given"));
   CellRunOptions run;
   run.golden_dir = o.golden_dir;
-  run.probes = !o.no_probes;
+  run.probes = o.probes;
   run.fp64_ref = o.fp64_ref;
   run.repeats = o.repeats;
   run.warmup = o.warmup;
@@ -97,8 +97,9 @@ Command AddCheckCommand(CLI::App& parent) {
                   "Keep each cell's frames.npy and latents.npy under DIR/<cell id>/");
   app->add_flag("--fp64-ref", o->fp64_ref,
                 "Also run each cell's config in FP64 on the CPU and report fp64_error_ratio");
-  app->add_flag("--no-probes", o->no_probes,
-                "Skip the module range probes (NaN localisation stays on)");
+  app->add_flag("--probes", o->probes,
+                "Record each module's range and headroom to overflow (costs ~50% of a tiny "
+                "cell; NaN localisation is always on)");
   app->add_option("--repeats", o->repeats, "Timed runs per cell (the first is judged)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app->add_option("--warmup", o->warmup, "Untimed runs before the timed ones")

@@ -68,7 +68,7 @@ struct RunOptions {
   std::string artifacts;
   double timeout = 0;
   int repeats = 0, warmup = -1, threads = 0;
-  bool fallback = false, deterministic = false, fp64_ref = false;
+  bool fallback = false, deterministic = false, fp64_ref = false, probes = false;
   ReportOutputs reports;
 };
 
@@ -265,6 +265,7 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   p.deterministic = o.deterministic;
   p.fallback = o.fallback;
   p.fp64_ref = o.fp64_ref;
+  p.probes = o.probes;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
   StatusOr<MatrixRunSummary> summary = RunCellsInProcesses(
@@ -301,6 +302,7 @@ struct RunCellOptions {
   int threads = 0, repeats = 1, warmup = 0;
   bool deterministic = false;
   bool fp64_ref = false;
+  bool probes = false;
 };
 
 int RunOneCell(const RunCellOptions& o) {
@@ -321,6 +323,7 @@ int RunOneCell(const RunCellOptions& o) {
   run.warmup = o.warmup;
   run.artifacts_dir = o.artifacts;
   run.fp64_ref = o.fp64_ref;
+  run.probes = o.probes;
   StatusOr<CellResult> result = RunCell(*cell, run);
   if (!result.ok()) return ReportError(result.status());
   const std::string tmp = o.result_path + ".tmp";
@@ -382,6 +385,7 @@ Command AddRunCommand(CLI::App& parent) {
                 "Deterministic algorithms, TF32 off (cuBLAS workspace: set CUBLAS_WORKSPACE_CONFIG)");
   app->add_flag("--fp64-ref", o->fp64_ref,
                 "Also run each cell's config in FP64 on the CPU: fp64_error_ratio");
+  app->add_flag("--probes", o->probes, "Record each module's range and headroom to overflow");
   AddThreadsOption(app, &o->threads);
   o->reports.AddTo(app);
   app->callback([app, o] {
@@ -419,6 +423,7 @@ Command AddRunCellCommand(CLI::App& parent) {
   app->add_option("--warmup", o->warmup);
   app->add_flag("--deterministic", o->deterministic);
   app->add_flag("--fp64-ref", o->fp64_ref);
+  app->add_flag("--probes", o->probes);
   return {app, [o] { return RunOneCell(*o); }};
 }
 
