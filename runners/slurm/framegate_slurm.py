@@ -13,7 +13,9 @@
    failed, 2 a shard did not run to completion or exited 2 (harness error), sbatch
    failed, or the merge reported a conflict; 130 interrupted.
 
-DIR must be on a file system every node sees. Standard library only (/usr/bin/python3).
+DIR must be on a file system every node sees. With --collect, steps 1-2 are skipped: the
+CI pipelines in ci/ run the shards as CI jobs and use this to merge, report and gate.
+Standard library only (/usr/bin/python3).
 """
 import argparse
 import json
@@ -61,6 +63,9 @@ def parse_args(argv):
     p.add_argument("--max-wait", type=float, default=0,
                    help="cancel the array and exit 2 after this many seconds (default: no limit)")
     p.add_argument("--no-report", action="store_true", help="skip `framegate report`")
+    p.add_argument("--collect", action="store_true",
+                   help="submit nothing: merge, report and gate the shard-i.{db,rc} files already "
+                        "in --out (written by CI jobs, or by an array whose orchestrator was lost)")
     p.add_argument("--dry-run", action="store_true", help="print the sbatch command and exit")
     args = p.parse_args(argv)
     if not 1 <= args.shards <= 10000:
@@ -293,6 +298,10 @@ def main(argv):
     signal.signal(signal.SIGTERM, on_sigterm)
     job = None
     try:
+        if args.collect:
+            if not args.out.is_dir():
+                raise HarnessError(f"{args.out}: no such folder (--collect reads the shard files there)")
+            return gate(args)
         cmd = sbatch_command(args, gres_for(args))
         if args.dry_run:
             print(" ".join(cmd))

@@ -6,6 +6,7 @@ ci/install-deps.sh --with-extras)."""
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -240,12 +241,11 @@ def test_gpu_matrix_gets_one_gpu_per_array_task(slurm, tmp_path):
     # No GPU on this machine: every cell is UNSUPPORTED here, which passes the gate.
     assert fleet.returncode == 0, fleet.stdout + fleet.stderr
     assert set(statuses(out / "merged.db").values()) == {"UNSUPPORTED"}
-    seen = sorted((out / "slurm" / f"shard-{i}.out").read_text().split("CUDA_VISIBLE_DEVICES=")[1][0]
-                  for i in (1, 2))
-    assert seen == ["0", "1"]  # the two tasks ran at once, each on its own stand-in GPU
+    for i in (1, 2):  # each task was given exactly one of the two stand-in GPUs
+        log = (out / "slurm" / f"shard-{i}.out").read_text()
+        assert re.search(r"CUDA_VISIBLE_DEVICES=[01]\)", log), log
     job = fleet.stdout.split()[1].rstrip(":")
-    shown = slurm.cli("scontrol", "show", "job", job).stdout
-    assert "gres:gpu:1" in shown or "gres/gpu:1" in shown or "gpu:1" in shown
+    assert "gres:gpu:1" in slurm.cli("scontrol", "show", "job", job).stdout
 
 
 def test_cpu_matrix_asks_for_no_gpu(slurm, tmp_path):
