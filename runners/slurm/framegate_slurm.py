@@ -86,7 +86,7 @@ def run(cmd, **kwargs):
         raise HarnessError(f"{cmd[0]}: command not found")
 
 
-def first_line(text):
+def last_line(text):
     lines = text.strip().splitlines()
     return lines[-1] if lines else "(no output)"
 
@@ -107,7 +107,7 @@ def gres_for(args):
         return args.gres
     listed = run([args.framegate, "list", args.matrix, "--json"])
     if listed.returncode != 0:
-        raise HarnessError(first_line(listed.stderr or listed.stdout))
+        raise HarnessError(last_line(listed.stderr or listed.stdout))
     cells = json.loads(listed.stdout)["cells"]
     return "gpu:1" if any(c["device"].startswith("cuda") for c in cells) else None
 
@@ -132,7 +132,7 @@ def sbatch_command(args, gres):
 def submit(cmd):
     done = run(cmd)
     if done.returncode != 0:
-        raise HarnessError(f"sbatch failed: {first_line(done.stderr)}")
+        raise HarnessError(f"sbatch failed: {last_line(done.stderr)}")
     return done.stdout.strip().split(";")[0]  # --parsable: "jobid" or "jobid;cluster"
 
 
@@ -142,7 +142,7 @@ def task_states(job):
     if q.returncode != 0:
         if "Invalid job id" in q.stderr:  # purged after MinJobAge: every task ended
             return {}
-        raise HarnessError(f"squeue failed: {first_line(q.stderr)}")
+        raise HarnessError(f"squeue failed: {last_line(q.stderr)}")
     states = {}
     for line in q.stdout.split("\n"):
         if line.strip():
@@ -222,7 +222,7 @@ def merge(args, dbs):
     done = run([args.framegate, "merge", str(merged)] + [str(db) for db in dbs])
     sys.stderr.write(done.stderr)
     if done.returncode != 0:
-        raise HarnessError(f"framegate merge exited {done.returncode}: {first_line(done.stderr or done.stdout)}")
+        raise HarnessError(f"framegate merge exited {done.returncode}: {last_line(done.stderr or done.stdout)}")
     return merged
 
 
@@ -244,7 +244,7 @@ def write_reports(args, merged, shard_runs):
                     "--junit", str(folder / "junit.xml"), "--json", str(folder / "report.json")])
         if done.returncode not in (EXIT_OK, EXIT_FAILED):
             problems.append(f"framegate report {run_id} exited {done.returncode}: "
-                            f"{first_line(done.stderr or done.stdout)}")
+                            f"{last_line(done.stderr or done.stdout)}")
     return problems
 
 
