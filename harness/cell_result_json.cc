@@ -8,10 +8,25 @@ namespace {
 
 using nlohmann::json;
 
-json Number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+// JSON has no NaN or infinity: they are written as the strings "NaN", "Infinity" and
+// "-Infinity", except an infinite PSNR, which is null (as `framegate metrics` promises).
+json Number(double v) {
+  if (std::isfinite(v)) return v;
+  if (std::isnan(v)) return "NaN";
+  return v > 0 ? "Infinity" : "-Infinity";
+}
+json Psnr(double v) { return std::isinf(v) && v > 0 ? json(nullptr) : Number(v); }
 
 double ReadNumber(const json& v, double null_value) {
-  return v.is_null() ? null_value : v.get<double>();
+  if (v.is_null()) return null_value;
+  if (v.is_string()) {
+    const std::string text = v.get<std::string>();
+    if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (text == "Infinity") return std::numeric_limits<double>::infinity();
+    if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+    throw std::invalid_argument("'" + text + "' is not a number");
+  }
+  return v.get<double>();
 }
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -99,11 +114,54 @@ ComparisonMetrics MetricsFromJson(const json& j) {
 json MetricsToJson(const ComparisonMetrics& m) {
   json frames = json::array();
   for (const FrameScores& f : m.video.frames) {
-    frames.push_back({{"psnr", Number(f.psnr)}, {"ssim", Number(f.ssim)}});
+    frames.push_back({{"psnr", Psnr(f.psnr)}, {"ssim", Number(f.ssim)}});
   }
   json j = {{"frames", frames}};
-  for (const NamedMetric& n : NamedMetrics(m)) j[n.name] = Number(n.value);
+  for (const NamedMetric& n : NamedMetrics(m)) {
+    j[n.name] = n.name == "min_psnr" ? Psnr(n.value) : Number(n.value);
+  }
   return j;
+}
+
+json CellToJson(const Cell& c) {
+  return {{"cell_id", c.Id()},
+          {"pipeline", c.Pipeline()},
+          {"size", c.model_dir.empty() ? json(c.size) : json(nullptr)},
+          {"model_dir", c.model_dir},
+          {"device", c.device},
+          {"policy", c.policy},
+          {"seed", c.seed},
+          {"fault", c.fault},
+          {"sampler", c.sampler},
+          {"steps", c.steps},
+          {"guidance", c.guidance},
+          {"tolerance", c.tolerance},
+          {"xfail", c.xfail},
+          {"requires", c.requirements}};
+}
+
+StatusOr<Cell> CellFromJson(const json& j) {
+  try {
+    Cell c;
+    if (!j.at("size").is_null()) c.size = j.at("size").get<std::string>();
+    c.model_dir = j.at("model_dir").get<std::string>();
+    c.device = j.at("device").get<std::string>();
+    c.policy = j.at("policy").get<std::string>();
+    c.seed = j.at("seed").get<uint64_t>();
+    c.fault = j.at("fault").get<std::string>();
+    c.sampler = j.at("sampler").get<std::string>();
+    c.steps = j.at("steps").get<int>();
+    c.guidance = j.at("guidance").get<double>();
+    c.tolerance = j.at("tolerance").get<std::string>();
+    c.xfail = j.at("xfail").get<std::string>();
+    c.requirements = j.at("requires").get<std::vector<std::string>>();
+    if (j.at("cell_id").get<std::string>() != c.Id()) {
+      return Status::InvalidInput("cell_id does not match the cell's fields");
+    }
+    return c;
+  } catch (const std::exception& e) {
+    return Status::InvalidInput(std::string("cell JSON: ") + e.what());
+  }
 }
 
 json CellResultToJson(const CellResult& r) {
@@ -124,21 +182,9 @@ json CellResultToJson(const CellResult& r) {
     first["nan"] = r.first_nonfinite.count.nan;
     first["inf"] = r.first_nonfinite.count.inf;
   }
-  return {{"cell_id", c.Id()},
-          {"pipeline", c.Pipeline()},
-          {"size", c.model_dir.empty() ? json(c.size) : json(nullptr)},
-          {"model_dir", c.model_dir},
-          {"device", c.device},
-          {"policy", c.policy},
+  json j = CellToJson(c);
+  const json rest = {
           {"policy_used", r.policy_used.empty() ? c.policy : r.policy_used},
-          {"seed", c.seed},
-          {"fault", c.fault},
-          {"sampler", c.sampler},
-          {"steps", c.steps},
-          {"guidance", c.guidance},
-          {"tolerance", c.tolerance},
-          {"xfail", c.xfail},
-          {"requires", c.requirements},
           {"status", StatusName(r.status)},
           {"reason", r.reason},
           {"error_class", r.error_class},
@@ -150,24 +196,16 @@ json CellResultToJson(const CellResult& r) {
           {"golden", r.golden},
           {"artifacts_dir", r.artifacts_dir},
           {"repro", r.repro}};
+  j.update(rest);
+  return j;
 }
 
 StatusOr<CellResult> CellResultFromJson(const json& j) {
   try {
     CellResult r;
-    Cell& c = r.cell;
-    if (!j.at("size").is_null()) c.size = j.at("size").get<std::string>();
-    c.model_dir = j.at("model_dir").get<std::string>();
-    c.device = j.at("device").get<std::string>();
-    c.policy = j.at("policy").get<std::string>();
-    c.seed = j.at("seed").get<uint64_t>();
-    c.fault = j.at("fault").get<std::string>();
-    c.sampler = j.at("sampler").get<std::string>();
-    c.steps = j.at("steps").get<int>();
-    c.guidance = j.at("guidance").get<double>();
-    c.tolerance = j.at("tolerance").get<std::string>();
-    c.xfail = j.at("xfail").get<std::string>();
-    c.requirements = j.at("requires").get<std::vector<std::string>>();
+    StatusOr<Cell> cell = CellFromJson(j);
+    if (!cell.ok()) return cell.status();
+    r.cell = *cell;
     r.policy_used = j.at("policy_used").get<std::string>();
     const std::string status = j.at("status").get<std::string>();
     const std::optional<CellStatus> parsed = ParseStatus(status);
@@ -195,9 +233,6 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
     r.golden = j.at("golden").get<std::string>();
     r.artifacts_dir = j.at("artifacts_dir").get<std::string>();
     r.repro = j.at("repro").get<std::string>();
-    if (j.at("cell_id").get<std::string>() != c.Id()) {
-      return Status::InvalidInput("cell_id does not match the cell's fields");
-    }
     return r;
   } catch (const std::exception& e) {
     return Status::InvalidInput(std::string("cell result JSON: ") + e.what());

@@ -1,7 +1,7 @@
 // The one JSON form of a CellResult: `framegate check --json` and `run --json` write it,
 // the runner's cell processes hand their result to the parent in it, and the reports
-// read it. Non-finite numbers are written as null; read back, a null PSNR or headroom is
-// +infinity and any other null metric is NaN.
+// read it. JSON has no NaN/Inf: an infinite PSNR (identical frames) is null, any other
+// non-finite number is the string "NaN", "Infinity" or "-Infinity"; all read back exactly.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,6 +12,10 @@
 namespace framegate {
 
 nlohmann::json CellResultToJson(const CellResult& result);
+// The cell's own fields (cell_id, pipeline, size, model_dir, device, policy, seed, fault,
+// sampler, steps, guidance, tolerance, xfail, requires): the first keys of a result.
+nlohmann::json CellToJson(const Cell& cell);
+StatusOr<Cell> CellFromJson(const nlohmann::json& json);
 // InvalidInput naming the first missing or mistyped key.
 StatusOr<CellResult> CellResultFromJson(const nlohmann::json& json);
 

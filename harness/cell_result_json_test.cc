@@ -46,6 +46,18 @@ TEST(CellResultJsonTest, RoundTripsEveryField) {
   EXPECT_EQ(back->first_nonfinite.module, "blocks.0.spatial_attn.logits");
 }
 
+TEST(CellResultJsonTest, NanPsnrIsNeverReadBackAsAPerfectScore) {
+  CellResult r = SampleResult();
+  r.metrics->video.frames[1].psnr = NAN;
+  r.metrics->video.rel_l2 = INFINITY;
+  const nlohmann::json j = CellResultToJson(r);
+  EXPECT_EQ(j["metrics"]["frames"][1]["psnr"], "NaN");
+  StatusOr<CellResult> back = CellResultFromJson(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(std::isnan(back->metrics->video.frames[1].psnr));
+  EXPECT_TRUE(std::isinf(back->metrics->video.rel_l2));
+}
+
 TEST(CellResultJsonTest, MissingKeyAndUnknownStatusAreErrors) {
   nlohmann::json j = CellResultToJson(SampleResult());
   j.erase("health");

@@ -30,6 +30,9 @@ Command AddCheckCommand(CLI::App& parent);
 Command AddGoldenCommand(CLI::App& parent);
 Command AddInfoCommand(CLI::App& parent);
 Command AddMetricsCommand(CLI::App& parent);
+Command AddReportCommand(CLI::App& parent);
+Command AddRunCommand(CLI::App& parent);
+Command AddRunCellCommand(CLI::App& parent);
 // The results store's commands (store_commands.cc).
 Command AddCompareCommand(CLI::App& parent);
 Command AddDbCommand(CLI::App& parent);

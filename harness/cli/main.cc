@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
                                    AddGenerateCommand(app), AddGoldenCommand(app),
                                    AddInfoCommand(app),   AddMetricsCommand(app)};
   for (auto add : {AddCompareCommand, AddDbCommand, AddDevicesCommand, AddHistoryCommand,
-                   AddListCommand, AddMergeCommand, AddRegressionsCommand}) {
+                   AddListCommand, AddMergeCommand, AddRegressionsCommand, AddReportCommand,
+                   AddRunCommand, AddRunCellCommand}) {
     commands.push_back(add(app));
   }
   try {
