@@ -200,7 +200,8 @@ def test_four_shard_array_merges_to_the_statuses_of_a_single_process_run(slurm, 
     fleet = orchestrate(slurm, matrix, "--shards", 4, "--out", out, "--framegate", FRAMEGATE,
                         "--poll", 1, "--", *run_args)
     single = subprocess.run([FRAMEGATE, "run", str(matrix), "--db", str(tmp_path / "single.db"),
-                             *map(str, run_args)], capture_output=True, text=True, timeout=240)
+                             "--artifacts", str(tmp_path / "single-artifacts"), *map(str, run_args)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert single.returncode == 1, single.stdout + single.stderr
     assert fleet.returncode == 1, fleet.stdout + fleet.stderr
     expected = statuses(tmp_path / "single.db")
