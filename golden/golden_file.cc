@@ -106,6 +106,10 @@ StatusOr<Golden> ReadGolden(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": no such golden file");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseGolden(path, bytes);
+}
+
+StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes) {
   if (bytes.size() < 8) return Status::Corrupt(path + ": truncated (" + std::to_string(bytes.size()) + " bytes, no header)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
