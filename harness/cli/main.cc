@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "framegate: error: " << e.what() << "\n"
-              << "Run 'framegate --help' (or 'framegate COMMAND --help') for usage.\n";
+    // One line, like every other error: the hint goes on the same line.
+    std::cerr << "framegate: error: " << e.what()
+              << " (see 'framegate --help' or 'framegate COMMAND --help')\n";
     return kExitHarnessError;
   }
   for (const Command& command : commands) {
