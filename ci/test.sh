@@ -6,3 +6,8 @@ bash ci/install-deps.sh --with-extras
 bash ci/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 1200
+# Sanitizers (unit tests under ASan + UBSan, build-asan/) and fuzzing (each libFuzzer
+# target for FRAMEGATE_FUZZ_SECONDS, build-fuzz/): docs/fuzzing.md.
+cd ..
+bash ci/sanitizers.sh
+bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"
