@@ -43,7 +43,7 @@ std::vector<float> NpyArray::ToFloat32(bool scale_uint8) const {
   std::vector<float> out(static_cast<size_t>(n));
   switch (dtype) {
     case NpyDtype::kFloat32:
-      std::memcpy(out.data(), bytes.data(), n * sizeof(float));
+      if (n > 0) std::memcpy(out.data(), bytes.data(), n * sizeof(float));  // no null pointers
       break;
     case NpyDtype::kFloat64:
       for (int64_t i = 0; i < n; ++i) {

@@ -63,5 +63,18 @@ TEST(NpyTest, RejectsBadMagicTruncationAndUnsupportedDtypes) {
   EXPECT_EQ(r->dtype, NpyDtype::kUint8);
 }
 
+
+// Found by fuzz/npy_fuzz (fuzz/corpus/npy/regression-empty-float32.npy): an empty float32
+// array made ToFloat32 memcpy from a null pointer (UBSan).
+TEST(NpyTest, FuzzRegressionEmptyFloat32ArrayConvertsToNoValues) {
+  const std::string path =
+      std::string(FRAMEGATE_SOURCE_DIR) + "/fuzz/corpus/npy/regression-empty-float32.npy";
+  StatusOr<NpyArray> r = ReadNpy(path);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->shape, (std::vector<int64_t>{0, 2, 2, 3}));
+  EXPECT_EQ(r->NumElements(), 0);
+  EXPECT_TRUE(r->ToFloat32().empty());
+}
+
 }  // namespace
 }  // namespace framegate
