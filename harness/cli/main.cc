@@ -1,5 +1,6 @@
 // framegate: runs a video diffusion pipeline across devices x dtype policies and checks
 // every output against FP32 golden frames. `framegate --help` lists the subcommands.
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <vector>
@@ -41,6 +42,14 @@ int main(int argc, char** argv) {
   for (auto add : {AddCompareCommand, AddDbCommand, AddDevicesCommand, AddHistoryCommand,
                    AddListCommand, AddMergeCommand, AddRegressionsCommand}) {
     commands.push_back(add(app));
+  }
+  // CLI11 reports an unknown command as "A subcommand is required": name it instead.
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(),
+                   [&](const Command& c) { return c.app->get_name() == argv[1]; })) {
+    std::cerr << "framegate: error: unknown command '" << argv[1]
+              << "' (see 'framegate --help')\n";
+    return kExitHarnessError;
   }
   try {
     app.parse(argc, argv);
