@@ -401,10 +401,14 @@ def test_db_on_a_full_disk(tmp_path):
     (["check", "--size", "tiny", "--device", "tpu:0"], "tpu:0"),
     (["check", "--size", "tiny", "--steps", "0"], "--steps"),
     (["check", "--size", "tiny", "--sampler", "heun"], "heun"),
-    (["check", "--size", "tiny", "--model", "some/dir"], "--model"),
+    (["check", "--size", "tiny", "--model", "."], "--model"),
+    (["check", "--size", "tiny", "--steps", "-3"], "--steps"),
     (["metrics", "a.npy", "b.npy", "--threads", "0"], "--threads"),
+    (["metrics", "a.npy"], "CAND"),
     (["db", "check", "--db"], "--db"),
     (["no-such-command"], "no-such-command"),
 ])
 def test_bad_command_line_arguments(tmp_path, args, fragment):
+    np.save(tmp_path / "a.npy", frames())
+    np.save(tmp_path / "b.npy", frames(1))
     one_line_error(run(*args, cwd=tmp_path), fragment)
