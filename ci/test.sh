@@ -6,3 +6,11 @@ bash ci/install-deps.sh --with-extras
 bash ci/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 1200
+# Sanitizers (unit tests under ASan + UBSan, build-asan/) and fuzzing (each libFuzzer
+# target for FRAMEGATE_FUZZ_SECONDS, build-fuzz/): docs/fuzzing.md.
+# FRAMEGATE_HARDENING=0 skips both (a quick local run).
+cd ..
+if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
+  bash ci/sanitizers.sh
+  bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"
+fi

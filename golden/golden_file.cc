@@ -16,6 +16,12 @@ using nlohmann::json;
 constexpr const char* kFormat = "framegate-golden";
 constexpr uint64_t kMaxHeaderBytes = 1 << 20;
 
+// obj[key] when it is a string, else "" (json::value throws on a non-string value).
+std::string StringField(const json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 json TensorEntry(const at::Tensor& t, uint64_t begin) {
   return {{"dtype", "F32"},
           {"shape", t.sizes().vec()},
@@ -31,7 +37,7 @@ StatusOr<at::Tensor> ReadTensor(const std::string& path, const json& header,
   };
   if (!header.contains(name)) return Status::Corrupt(path + ": no tensor '" + name + "'");
   const json& entry = header.at(name);
-  if (!entry.is_object() || entry.value("dtype", "") != "F32") return fail("dtype is not F32");
+  if (!entry.is_object() || StringField(entry, "dtype") != "F32") return fail("dtype is not F32");
   if (!entry.contains("shape") || !entry["shape"].is_array() || entry["shape"].size() != rank) {
     return fail("shape must have " + std::to_string(rank) + " dimensions");
   }
@@ -40,6 +46,9 @@ StatusOr<at::Tensor> ReadTensor(const std::string& path, const json& header,
   for (const json& d : entry["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0) return fail("bad dimension");
     shape.push_back(d.get<int64_t>());
+    if (shape.back() > 0 && elements > (uint64_t{1} << 40) / static_cast<uint64_t>(shape.back())) {
+      return fail("shape too large");
+    }
     elements *= static_cast<uint64_t>(shape.back());
   }
   const json& offsets = entry.value("data_offsets", json());
@@ -54,7 +63,7 @@ StatusOr<at::Tensor> ReadTensor(const std::string& path, const json& header,
                 std::to_string(data_size) + " data bytes (truncated?)");
   }
   at::Tensor t = at::empty(shape, at::kFloat);
-  std::memcpy(t.data_ptr<float>(), data + begin, end - begin);
+  if (end > begin) std::memcpy(t.data_ptr<float>(), data + begin, end - begin);
   return t;
 }
 
@@ -106,6 +115,10 @@ StatusOr<Golden> ReadGolden(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": no such golden file");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseGolden(path, bytes);
+}
+
+StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes) {
   if (bytes.size() < 8) return Status::Corrupt(path + ": truncated (" + std::to_string(bytes.size()) + " bytes, no header)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
@@ -117,13 +130,13 @@ StatusOr<Golden> ReadGolden(const std::string& path) {
                                   nullptr, /*allow_exceptions=*/false);
   if (!header.is_object()) return Status::Corrupt(path + ": header is not a JSON object");
   const json meta = header.value("__metadata__", json::object());
-  if (!meta.is_object() || meta.value("format", "") != kFormat) {
+  if (!meta.is_object() || StringField(meta, "format") != kFormat) {
     return Status::Corrupt(path + ": not a framegate golden (metadata format is not '" +
                            std::string(kFormat) + "')");
   }
   int version = 0;
   try {
-    version = std::stoi(meta.value("format_version", "0"));
+    version = std::stoi(StringField(meta, "format_version"));
   } catch (const std::exception&) {
   }
   if (version < 1) return Status::Corrupt(path + ": bad format_version");
@@ -142,10 +155,7 @@ StatusOr<Golden> ReadGolden(const std::string& path) {
   if (frames->size(3) != 3) return Status::Corrupt(path + ": frames must be [T, H, W, 3]");
   golden.frames = *frames;
   golden.latents = *latents;
-  const auto text = [&](const char* key) {
-    const json& v = meta.value(key, json(""));
-    return v.is_string() ? v.get<std::string>() : std::string();
-  };
+  const auto text = [&](const char* key) { return StringField(meta, key); };
   GoldenProvenance& p = golden.provenance;
   p.config = text("config");
   p.config_hash = text("config_hash");

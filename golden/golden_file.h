@@ -44,5 +44,7 @@ Status WriteGolden(const std::string& path, const Golden& golden);
 // shapes or offsets that do not fit the file; Unsupported for a newer format_version;
 // NotFound when the file does not exist.
 StatusOr<Golden> ReadGolden(const std::string& path);
+// The same checks on a golden file's bytes; `path` only names it in errors. Never throws.
+StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes);
 
 }  // namespace framegate

@@ -83,5 +83,22 @@ TEST(GoldenFileTest, DamagedFilesAreCorruptNamingTheFile) {
   EXPECT_EQ(ReadGolden(path).status().code(), Status::Code::kNotFound);
 }
 
+// Found by fuzz/golden_fuzz (fuzz/corpus/golden/regression-dtype-not-a-string.safetensors):
+// a tensor entry whose "dtype" is an array made json::value throw out of ReadGolden.
+TEST(GoldenFileTest, FuzzRegressionNonStringHeaderValuesAreCorruptNotExceptions) {
+  const std::string path = std::string(FRAMEGATE_SOURCE_DIR) +
+                           "/fuzz/corpus/golden/regression-dtype-not-a-string.safetensors";
+  StatusOr<Golden> g = ReadGolden(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message(), path + ": tensor 'frames': dtype is not F32");
+  // The same for the metadata: a non-string format is "not a framegate golden".
+  const std::string header = R"({"__metadata__": {"format": 7}})";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  StatusOr<Golden> m = ParseGolden("m.safetensors", bytes + header);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("m.safetensors: not a framegate golden"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace framegate

@@ -169,7 +169,7 @@ StatusOr<std::vector<GoldenStore::Entry>> GoldenStore::List() const {
     entry.file = file;
     entry.sha256 = e["sha256"].get<std::string>();
     GoldenProvenance& p = entry.provenance;
-    const auto text = [&](const char* k) { return e.value(k, std::string()); };
+    const auto text = [&e = e](const char* k) { return e.value(k, std::string()); };
     p.config = text("config");
     p.config_hash = text("config_hash");
     p.framegate_version = text("framegate_version");

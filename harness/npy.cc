@@ -3,7 +3,6 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <sstream>
 
 namespace framegate {
@@ -21,13 +20,27 @@ size_t DtypeSize(NpyDtype dtype) {
   return 1;
 }
 
-// Extracts the value text of 'key' from the header dict, e.g. "'<f4'" or "(2, 3)".
+// Extracts the value text of 'key' from the header dict, e.g. "'<f4'" or "(2, 3)": a quoted
+// string, a parenthesised tuple, True or False. A plain scan, not std::regex: libstdc++'s
+// regex recurses once per character and overflowed the stack on a long header (npy_fuzz).
 bool FindHeaderValue(const std::string& header, const std::string& key, std::string* value) {
-  const std::regex re("'" + key + "'\\s*:\\s*('[^']*'|\\([^)]*\\)|True|False)");
-  std::smatch m;
-  if (!std::regex_search(header, m, re)) return false;
-  *value = m[1].str();
-  return true;
+  const std::string quoted = "'" + key + "'";
+  for (size_t at = header.find(quoted); at != std::string::npos;
+       at = header.find(quoted, at + 1)) {
+    size_t i = header.find_first_not_of(" \t\r\n", at + quoted.size());
+    if (i == std::string::npos || header[i] != ':') continue;
+    i = header.find_first_not_of(" \t\r\n", i + 1);
+    if (i == std::string::npos) return false;
+    size_t end = std::string::npos;
+    if (header[i] == '\'') end = header.find('\'', i + 1);
+    else if (header[i] == '(') end = header.find(')', i + 1);
+    else if (header.compare(i, 4, "True") == 0) end = i + 3;
+    else if (header.compare(i, 5, "False") == 0) end = i + 4;
+    if (end == std::string::npos) continue;
+    *value = header.substr(i, end - i + 1);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -43,7 +56,7 @@ std::vector<float> NpyArray::ToFloat32(bool scale_uint8) const {
   std::vector<float> out(static_cast<size_t>(n));
   switch (dtype) {
     case NpyDtype::kFloat32:
-      std::memcpy(out.data(), bytes.data(), n * sizeof(float));
+      if (n > 0) std::memcpy(out.data(), bytes.data(), n * sizeof(float));  // no null pointers
       break;
     case NpyDtype::kFloat64:
       for (int64_t i = 0; i < n; ++i) {
@@ -86,7 +99,8 @@ StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t
   if (descr == "'<f4'") array.dtype = NpyDtype::kFloat32;
   else if (descr == "'<f8'") array.dtype = NpyDtype::kFloat64;
   else if (descr == "'|u1'" || descr == "'<u1'") array.dtype = NpyDtype::kUint8;
-  else return bad("header: unsupported dtype " + descr + " (expected '<f4', '<f8' or '|u1')");
+  else return bad("header: unsupported dtype " + (descr.size() > 40 ? descr.substr(0, 40) + "..." : descr) +
+                  " (expected '<f4', '<f8' or '|u1')");
   if (!FindHeaderValue(header, "fortran_order", &fortran)) return bad("header: no 'fortran_order'");
   if (fortran != "False") return bad("header: Fortran-order arrays are not supported");
   if (!FindHeaderValue(header, "shape", &shape_text)) return bad("header: no 'shape'");

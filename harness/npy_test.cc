@@ -63,5 +63,37 @@ TEST(NpyTest, RejectsBadMagicTruncationAndUnsupportedDtypes) {
   EXPECT_EQ(r->dtype, NpyDtype::kUint8);
 }
 
+
+// Found by fuzz/npy_fuzz (fuzz/corpus/npy/regression-empty-float32.npy): an empty float32
+// array made ToFloat32 memcpy from a null pointer (UBSan).
+TEST(NpyTest, FuzzRegressionEmptyFloat32ArrayConvertsToNoValues) {
+  const std::string path =
+      std::string(FRAMEGATE_SOURCE_DIR) + "/fuzz/corpus/npy/regression-empty-float32.npy";
+  StatusOr<NpyArray> r = ReadNpy(path);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->shape, (std::vector<int64_t>{0, 2, 2, 3}));
+  EXPECT_EQ(r->NumElements(), 0);
+  EXPECT_TRUE(r->ToFloat32().empty());
+}
+
+// Found by fuzz/npy_fuzz (fuzz/corpus/npy/regression-long-header.npy): std::regex recursed
+// once per header character and overflowed the stack (`framegate metrics` segfaulted).
+TEST(NpyTest, FuzzRegressionLongHeaderIsAnErrorNotAStackOverflow) {
+  const std::string path =
+      std::string(FRAMEGATE_SOURCE_DIR) + "/fuzz/corpus/npy/regression-long-header.npy";
+  StatusOr<NpyArray> r = ReadNpy(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(": header: unsupported dtype 'xxxx"), std::string::npos);
+  EXPECT_LT(r.status().message().size(), 200u);  // the 60 KB value is not echoed
+  const std::string huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'pad': '" +
+                           std::string(2000000, 'x') + "'}\n";
+  std::string bytes = std::string("\x93NUMPY\x02\x00", 8);
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((huge.size() >> (8 * i)) & 0xff));
+  bytes += huge + std::string(4, '\0');
+  r = ParseNpy("huge.npy", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->shape, (std::vector<int64_t>{1}));
+}
+
 }  // namespace
 }  // namespace framegate

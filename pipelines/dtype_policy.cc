@@ -46,8 +46,9 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
                                   const std::string& source) {
   DtypePolicy p;
   p.name = name;
-  for (const auto& [key, node] : t) {
-    const std::string k(key.str());
+  for (const auto& entry : t) {  // no structured binding: clang cannot capture one (C++17)
+    const toml::node& node = entry.second;
+    const std::string k(entry.first.str());
     const std::string at = Where(source, node) + ": policy '" + name + "': ";
     auto string_in = [&](const auto& names, auto* out) -> Status {
       const auto value = node.template value<std::string>();

@@ -119,7 +119,7 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
   auto model = std::make_unique<TorchScriptModel>(*manifest, std::move(*denoiser),
                                                   std::move(*decoder), policy.compute, device);
 
-  // The contract, checked once on zeros: shapes in, shapes out.
+  // The contract, checked once on zeros: shapes and dtypes in, shapes and dtypes out.
   const LatentGeometry& g = manifest->latent;
   const auto opts = at::TensorOptions().dtype(policy.compute).device(device);
   const at::Tensor x = at::zeros({1, g.channels, g.frames, g.height, g.width}, opts);
@@ -136,6 +136,12 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
     return Status::InvalidInput(dir + "/denoiser.pt: output shape " + ShapeString(eps) +
                                 " differs from the input shape " + ShapeString(x));
   }
+  if (eps.scalar_type() != policy.compute) {
+    return Status::InvalidInput(dir + "/denoiser.pt: output dtype " +
+                                std::string(c10::toString(eps.scalar_type())) +
+                                " differs from the input dtype " +
+                                std::string(c10::toString(policy.compute)));
+  }
   try {
     frames = model->Decode(x);
   } catch (const std::exception& e) {
@@ -146,6 +152,12 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
       frames.size(2) != g.frames) {
     return Status::InvalidInput(dir + "/decoder.pt: output shape " + ShapeString(frames) +
                                 " is not [1, 3, " + std::to_string(g.frames) + ", H, W]");
+  }
+  if (frames.scalar_type() != policy.compute) {
+    return Status::InvalidInput(dir + "/decoder.pt: output dtype " +
+                                std::string(c10::toString(frames.scalar_type())) +
+                                " differs from the input dtype " +
+                                std::string(c10::toString(policy.compute)));
   }
   return std::unique_ptr<VideoModel>(std::move(model));
 }

@@ -1,5 +1,6 @@
 // framegate: runs a video diffusion pipeline across devices x dtype policies and checks
 // every output against FP32 golden frames. `framegate --help` lists the subcommands.
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <vector>
@@ -43,6 +44,14 @@ int main(int argc, char** argv) {
                    AddRunCommand, AddRunCellCommand}) {
     commands.push_back(add(app));
   }
+  // CLI11 reports an unknown command as "A subcommand is required": name it instead.
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(),
+                   [&](const Command& c) { return c.app->get_name() == argv[1]; })) {
+    std::cerr << "framegate: error: unknown command '" << argv[1]
+              << "' (see 'framegate --help')\n";
+    return kExitHarnessError;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -52,8 +61,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "framegate: error: " << e.what() << "\n"
-              << "Run 'framegate --help' (or 'framegate COMMAND --help') for usage.\n";
+    // One line, like every other error: the hint goes on the same line.
+    std::cerr << "framegate: error: " << e.what()
+              << " (see 'framegate --help' or 'framegate COMMAND --help')\n";
     return kExitHarnessError;
   }
   for (const Command& command : commands) {

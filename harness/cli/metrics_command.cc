@@ -126,7 +126,7 @@ Command AddMetricsCommand(CLI::App& parent) {
   app->add_option("CAND", o->cand, "Candidate video, same form and shape")
       ->required()->check(CLI::ExistingPath);
   app->add_flag("--json", o->json, "Print JSON (null for an infinite PSNR) instead of text");
-  app->add_option("--threads", o->threads, "Threads over frames")->check(CLI::PositiveNumber);
+  app->add_option("--threads", o->threads, "Threads over frames")->check(CLI::Range(1, 4096));
   return {app, [o] { return RunMetrics(*o); }};
 }
 

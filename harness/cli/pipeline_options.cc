@@ -27,7 +27,7 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
                   "Fault case to build into the reference model: time-embed-fp32, "
                   "attn-overflow, activation-overflow, input-fp32, fp8-no-upcast");
   app->add_option("--steps", o->steps, "Sampler steps (default: the size's or the package's)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 100000));
   app->add_option("--sampler", o->sampler, "Sampler: ddim or euler (default: the size's)")
       ->check(CLI::IsMember({"ddim", "euler"}));
   app->add_option("--guidance", o->guidance, "Classifier-free guidance scale (>= 1)")
