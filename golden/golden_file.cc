@@ -69,21 +69,38 @@ StatusOr<at::Tensor> ReadTensor(const std::string& path, const json& header,
 
 }  // namespace
 
+json ProvenanceToJson(const GoldenProvenance& p) {
+  return {{"config", p.config},
+          {"config_hash", p.config_hash},
+          {"framegate_version", p.framegate_version},
+          {"libtorch_version", p.libtorch_version},
+          {"blas", p.blas},
+          {"device", p.device},
+          {"command", p.command},
+          {"created_at", p.created_at}};
+}
+
+GoldenProvenance ProvenanceFromJson(const json& j) {
+  GoldenProvenance p;
+  p.config = StringField(j, "config");
+  p.config_hash = StringField(j, "config_hash");
+  p.framegate_version = StringField(j, "framegate_version");
+  p.libtorch_version = StringField(j, "libtorch_version");
+  p.blas = StringField(j, "blas");
+  p.device = StringField(j, "device");
+  p.command = StringField(j, "command");
+  p.created_at = StringField(j, "created_at");
+  return p;
+}
+
 Status WriteGolden(const std::string& path, const Golden& golden) {
   const at::Tensor frames = golden.frames.to(at::kCPU, at::kFloat).contiguous();
   const at::Tensor latents = golden.latents.to(at::kCPU, at::kFloat).contiguous();
   const GoldenProvenance& p = golden.provenance;
   json header;
-  header["__metadata__"] = {{"format", kFormat},
-                            {"format_version", std::to_string(kGoldenFormatVersion)},
-                            {"config", p.config},
-                            {"config_hash", p.config_hash},
-                            {"framegate_version", p.framegate_version},
-                            {"libtorch_version", p.libtorch_version},
-                            {"blas", p.blas},
-                            {"device", p.device},
-                            {"command", p.command},
-                            {"created_at", p.created_at}};
+  header["__metadata__"] = ProvenanceToJson(p);
+  header["__metadata__"]["format"] = kFormat;
+  header["__metadata__"]["format_version"] = std::to_string(kGoldenFormatVersion);
   const uint64_t frames_bytes = static_cast<uint64_t>(frames.numel()) * 4;
   header["frames"] = TensorEntry(frames, 0);
   header["latents"] = TensorEntry(latents, frames_bytes);
@@ -155,16 +172,7 @@ StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes) 
   if (frames->size(3) != 3) return Status::Corrupt(path + ": frames must be [T, H, W, 3]");
   golden.frames = *frames;
   golden.latents = *latents;
-  const auto text = [&](const char* key) { return StringField(meta, key); };
-  GoldenProvenance& p = golden.provenance;
-  p.config = text("config");
-  p.config_hash = text("config_hash");
-  p.framegate_version = text("framegate_version");
-  p.libtorch_version = text("libtorch_version");
-  p.blas = text("blas");
-  p.device = text("device");
-  p.command = text("command");
-  p.created_at = text("created_at");
+  golden.provenance = ProvenanceFromJson(meta);
   return golden;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/status.h"
 
@@ -30,6 +31,11 @@ struct GoldenProvenance {
   std::string command;
   std::string created_at;  // ISO 8601 UTC
 };
+
+// The provenance as a JSON object of strings (the golden's metadata and its manifest
+// entry use the same keys). Reading never throws: a missing or non-string value is "".
+nlohmann::json ProvenanceToJson(const GoldenProvenance& provenance);
+GoldenProvenance ProvenanceFromJson(const nlohmann::json& json);
 
 struct Golden {
   at::Tensor frames;   // [T, H, W, 3] float32, CPU

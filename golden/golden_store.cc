@@ -33,16 +33,9 @@ std::string UtcNow() {
 }
 
 json EntryToJson(const GoldenStore::Entry& e) {
-  const GoldenProvenance& p = e.provenance;
-  return {{"sha256", e.sha256},
-          {"config", p.config},
-          {"config_hash", p.config_hash},
-          {"framegate_version", p.framegate_version},
-          {"libtorch_version", p.libtorch_version},
-          {"blas", p.blas},
-          {"device", p.device},
-          {"command", p.command},
-          {"created_at", p.created_at}};
+  json j = ProvenanceToJson(e.provenance);
+  j["sha256"] = e.sha256;
+  return j;
 }
 
 }  // namespace
@@ -168,16 +161,7 @@ StatusOr<std::vector<GoldenStore::Entry>> GoldenStore::List() const {
     Entry entry;
     entry.file = file;
     entry.sha256 = e["sha256"].get<std::string>();
-    GoldenProvenance& p = entry.provenance;
-    const auto text = [&e = e](const char* k) { return e.value(k, std::string()); };
-    p.config = text("config");
-    p.config_hash = text("config_hash");
-    p.framegate_version = text("framegate_version");
-    p.libtorch_version = text("libtorch_version");
-    p.blas = text("blas");
-    p.device = text("device");
-    p.command = text("command");
-    p.created_at = text("created_at");
+    entry.provenance = ProvenanceFromJson(e);
     entries.push_back(std::move(entry));
   }
   return entries;  // json objects iterate in key order: sorted by file name
