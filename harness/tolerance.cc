@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include <toml++/toml.h>
+#include "harness/toml_source.h"
 
 #include "tolerances_toml.h"
 
@@ -42,18 +42,10 @@ std::string ToleranceViolation::Reason() const {
 
 StatusOr<std::vector<ToleranceProfile>> ParseToleranceProfiles(const std::string& text,
                                                                const std::string& source) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return Status::InvalidInput(source + ":" + std::to_string(e.source().begin.line) + ":" +
-                                std::to_string(e.source().begin.column) + ": " +
-                                std::string(e.description()));
-  }
-  const auto where = [&](const toml::node& n) {
-    return source + ":" + std::to_string(n.source().begin.line) + ":" +
-           std::to_string(n.source().begin.column) + ": ";
-  };
+  StatusOr<toml::table> parsed = ParseTomlText(text, source);
+  if (!parsed.ok()) return parsed.status();
+  const toml::table& root = *parsed;
+  const auto where = [&](const toml::node& n) { return TomlPlace(source, n.source()) + ": "; };
   std::vector<ToleranceProfile> profiles;
   for (const auto& [top, node] : root) {
     if (top.str() != "profile" || !node.is_table()) {

@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include "harness/toml_source.h"
 #include "harness/sha256.h"
 #include "harness/tolerance.h"
 #include "matrix/cell_keys.h"
@@ -35,9 +36,7 @@ class MatrixReader {
   MatrixReader(std::string source, std::string base_dir)
       : source_(std::move(source)), base_dir_(std::move(base_dir)) {}
 
-  std::string Where(const toml::source_region& r) const {
-    return source_ + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
-  }
+  std::string Where(const toml::source_region& r) const { return TomlPlace(source_, r); }
   Status Error(const toml::source_region& r, const std::string& problem) const {
     return Status::InvalidInput(Where(r) + ": " + problem);
   }
@@ -325,14 +324,9 @@ Status MatrixReader::ReadSettings(const toml::table& root, MatrixDefinition* def
 StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text,
                                                  const std::string& source,
                                                  const std::string& base_dir) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    return Status::InvalidInput(source + ":" + std::to_string(e.source().begin.line) + ":" +
-                                std::to_string(e.source().begin.column) + ": " +
-                                std::string(e.description()));
-  }
+  StatusOr<toml::table> parsed = ParseTomlText(toml_text, source);
+  if (!parsed.ok()) return parsed.status();
+  const toml::table& root = *parsed;
   MatrixDefinition def;
   def.settings.source = source;
   def.settings.sha256 = Sha256Hex(toml_text);

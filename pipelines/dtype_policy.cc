@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include "harness/toml_source.h"
 #include "pipelines/policies_toml.h"
 
 namespace framegate {
@@ -37,8 +38,7 @@ std::string KeysOf(const std::map<std::string, T>& map) {
 }
 
 std::string Where(const std::string& source, const toml::node& node) {
-  const toml::source_region& r = node.source();
-  return source + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+  return TomlPlace(source, node.source());
 }
 
 // One [policy.NAME] table -> DtypePolicy.
@@ -142,14 +142,9 @@ const char* DtypeName(c10::ScalarType dtype) {
 }
 
 StatusOr<PolicySet> ParsePolicies(const std::string& toml_text, const std::string& source) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    return Status::InvalidInput(source + ":" + std::to_string(e.source().begin.line) + ":" +
-                                std::to_string(e.source().begin.column) + ": " +
-                                std::string(e.description()));
-  }
+  StatusOr<toml::table> parsed = ParseTomlText(toml_text, source);
+  if (!parsed.ok()) return parsed.status();
+  const toml::table& root = *parsed;
   PolicySet set;
   const toml::table* policies = root["policy"].as_table();
   if (!policies) return Status::InvalidInput(source + ": no [policy.NAME] tables");

@@ -1,12 +1,14 @@
 #include "pipelines/model_package.h"
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <torch/script.h>
 #include <toml++/toml.h>
 
 #include "harness/error_class.h"
+#include "harness/toml_source.h"
 
 namespace framegate {
 namespace {
@@ -63,14 +65,12 @@ StatusOr<torch::jit::Module> LoadScript(const std::string& path, const DtypePoli
 StatusOr<ModelManifest> ReadModelManifest(const std::string& dir) {
   const std::string path = dir + "/model.toml";
   if (!std::filesystem::exists(path)) return Status::NotFound(path + ": file is missing");
-  toml::table table;
-  try {
-    table = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    return Status::InvalidInput(path + ":" + std::to_string(e.source().begin.line) + ":" +
-                                std::to_string(e.source().begin.column) + ": " +
-                                std::string(e.description()));
-  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  StatusOr<toml::table> manifest = ParseTomlText(text.str(), path);
+  if (!manifest.ok()) return manifest.status();
+  const toml::table& table = *manifest;
   ModelManifest m;
   Status error;
   auto integer = [&](const char* section, const char* key, int64_t* out) {
