@@ -58,15 +58,15 @@ StatusOr<pid_t> Spawn(const CellProcessOptions& o, const Attempt& a, const std::
     if (!out) return Status::IoError(dir + "/cell.json: cannot write");
   }
   std::vector<std::string> args = {o.framegate_binary, "run-cell", "--cell", dir + "/cell.json",
-                                   "--result", dir + "/result.json", "--golden-dir", o.golden_dir,
+                                   "--result", dir + "/result.json", "--golden-dir", o.cell.golden_dir,
                                    "--threads", std::to_string(o.threads), "--repeats",
-                                   std::to_string(o.repeats), "--warmup", std::to_string(o.warmup)};
-  if (!o.artifacts_root.empty()) {
-    args.insert(args.end(), {"--artifacts", o.artifacts_root + "/" + a.cell.Id()});
+                                   std::to_string(o.cell.repeats), "--warmup", std::to_string(o.cell.warmup)};
+  if (!o.cell.artifacts_dir.empty()) {
+    args.insert(args.end(), {"--artifacts", o.cell.artifacts_dir + "/" + a.cell.Id()});
   }
   if (o.deterministic) args.push_back("--deterministic");
-  if (o.fp64_ref) args.push_back("--fp64-ref");
-  if (o.probes) args.push_back("--probes");
+  if (o.cell.fp64_ref) args.push_back("--fp64-ref");
+  if (o.cell.probes) args.push_back("--probes");
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -232,7 +232,7 @@ StatusOr<MatrixRunSummary> RunCellsInProcesses(const std::vector<Cell>& cells,
           result.reason = "fallback: " + r.attempt.history + r.attempt.policy + " " +
                           StatusName(result.status) + (result.reason.empty() ? "" : " (" + result.reason + ")");
         }
-        result.repro = CheckCommandFor(ran, o.golden_dir);
+        result.repro = CheckCommandFor(ran, o.cell.golden_dir);
         ++summary.finished;
         const Status recorded = on_finished(result);
         if (!recorded.ok()) {

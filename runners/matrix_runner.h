@@ -13,21 +13,19 @@
 #include "harness/cell.h"
 #include "harness/cell_result.h"
 #include "harness/status.h"
+#include "runners/cell_runner.h"
 
 namespace framegate {
 
 struct CellProcessOptions {
   std::string framegate_binary;  // the executable that has the run-cell command
-  std::string golden_dir;
-  std::string artifacts_root;    // each cell's frames go to <root>/<cell id>/ ("" none)
+  // What each cell process runs with; its artifacts_dir is a root: each cell's frames go
+  // to <artifacts_dir>/<cell id>/ ("" none).
+  CellRunOptions cell;
   double timeout_seconds = 600;  // per cell attempt, wall clock
   int threads = 0;               // LibTorch threads of each cell process
-  int repeats = 1;
-  int warmup = 0;
   bool deterministic = false;
   bool fallback = false;  // NONFINITE/BROKEN_FRAMES: retry with the policy's fallback
-  bool fp64_ref = false;  // fp64_error_ratio for every cell (CellRunOptions::fp64_ref)
-  bool probes = false;    // module range probes (CellRunOptions::probes)
 };
 
 // Called for every cell as it finishes (from the runner's thread). A non-ok Status stops

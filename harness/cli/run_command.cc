@@ -256,16 +256,16 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   }
   CellProcessOptions p;
   p.framegate_binary = SelfPath();
-  p.golden_dir = o.golden_dir;
-  p.artifacts_root = o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
+  p.cell.golden_dir = o.golden_dir;
+  p.cell.artifacts_dir = o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
   p.timeout_seconds = o.timeout > 0 ? o.timeout : (spec->timeout_seconds > 0 ? spec->timeout_seconds : 600);
   p.threads = o.threads;
-  p.repeats = o.repeats > 0 ? o.repeats : spec->repeats;
-  p.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
+  p.cell.repeats = o.repeats > 0 ? o.repeats : spec->repeats;
+  p.cell.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
   p.deterministic = o.deterministic;
   p.fallback = o.fallback;
-  p.fp64_ref = o.fp64_ref;
-  p.probes = o.probes;
+  p.cell.fp64_ref = o.fp64_ref;
+  p.cell.probes = o.probes;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
   StatusOr<MatrixRunSummary> summary = RunCellsInProcesses(
@@ -298,11 +298,10 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
 
 // run-cell: one cell in this process, its result as JSON in --result (written atomically).
 struct RunCellOptions {
-  std::string cell_path, result_path, golden_dir, artifacts;
-  int threads = 0, repeats = 1, warmup = 0;
+  std::string cell_path, result_path;
+  CellRunOptions run;
+  int threads = 0;
   bool deterministic = false;
-  bool fp64_ref = false;
-  bool probes = false;
 };
 
 int RunOneCell(const RunCellOptions& o) {
@@ -317,14 +316,7 @@ int RunOneCell(const RunCellOptions& o) {
     at::globalContext().setAllowTF32CuBLAS(false);
     at::globalContext().setAllowTF32CuDNN(false);
   }
-  CellRunOptions run;
-  run.golden_dir = o.golden_dir;
-  run.repeats = o.repeats;
-  run.warmup = o.warmup;
-  run.artifacts_dir = o.artifacts;
-  run.fp64_ref = o.fp64_ref;
-  run.probes = o.probes;
-  StatusOr<CellResult> result = RunCell(*cell, run);
+  StatusOr<CellResult> result = RunCell(*cell, o.run);
   if (!result.ok()) return ReportError(result.status());
   const std::string tmp = o.result_path + ".tmp";
   {
@@ -416,14 +408,14 @@ Command AddRunCellCommand(CLI::App& parent) {
   app->group("");
   app->add_option("--cell", o->cell_path)->required();
   app->add_option("--result", o->result_path)->required();
-  app->add_option("--golden-dir", o->golden_dir)->required();
-  app->add_option("--artifacts", o->artifacts);
+  app->add_option("--golden-dir", o->run.golden_dir)->required();
+  app->add_option("--artifacts", o->run.artifacts_dir);
   app->add_option("--threads", o->threads);
-  app->add_option("--repeats", o->repeats);
-  app->add_option("--warmup", o->warmup);
+  app->add_option("--repeats", o->run.repeats);
+  app->add_option("--warmup", o->run.warmup);
   app->add_flag("--deterministic", o->deterministic);
-  app->add_flag("--fp64-ref", o->fp64_ref);
-  app->add_flag("--probes", o->probes);
+  app->add_flag("--fp64-ref", o->run.fp64_ref);
+  app->add_flag("--probes", o->run.probes);
   return {app, [o] { return RunOneCell(*o); }};
 }
 
