@@ -1,47 +1,40 @@
 #include "harness/store/regression_points.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <ctime>
 #include <string_view>
+#include <unordered_map>
 
 namespace framegate {
 namespace {
 
-// Cell ids are 16 hex digits (Cell::Id()); keys by value avoid hashing strings per row.
-// Other ids (from a migrated v1 file) get numbers above 2^64 - 2^32 from `others`.
-class CellKeys {
- public:
-  uint64_t Key(std::string_view id) {
-    uint64_t key = 0;
-    bool hex = id.size() == 16;
-    for (size_t i = 0; hex && i < 16; ++i) {
-      const char c = id[i];
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      hex = digit >= 0;
-      key = key << 4 | static_cast<uint64_t>(digit < 0 ? 0 : digit);
-    }
-    if (hex) return key;
-    auto [it, added] = others_.try_emplace(std::string(id), ~uint64_t{0} - others_.size());
-    return it->second;
-  }
-
- private:
-  std::unordered_map<std::string, uint64_t> others_;
+struct SpecFacts {
+  std::string cell_id;
+  int family = 0;  // index into Specs::families
+  int device = 0;  // index into Specs::devices
 };
 
-struct SpecFacts {
-  std::string cell_id, family;
-  int device = 0;  // index into the interned device strings
+// Interns strings: equal strings get one index.
+class Interned {
+ public:
+  int Index(const std::string& text) {
+    auto [it, added] = index_.try_emplace(text, static_cast<int>(names_.size()));
+    if (added) names_.push_back(text);
+    return it->second;
+  }
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::unordered_map<std::string, int> index_;
+  std::vector<std::string> names_;
 };
 
 struct Specs {
-  CellKeys keys;
-  std::unordered_map<uint64_t, int> index;  // cell key -> facts
+  std::unordered_map<std::string, int> index;  // cell id -> facts
   std::vector<SpecFacts> facts;
-  std::vector<std::string> devices;  // interned device strings
+  Interned families, devices;
 };
 
 // "reference:tiny cuda fp16 seed=3" (the device index dropped).
@@ -57,18 +50,17 @@ Status LoadSpecs(SqliteDb& db, Specs* specs) {
   StatusOr<SqliteStatement> stmt =
       db.Prepare("SELECT cell_id, pipeline, device, policy, seed, fault FROM cell_specs");
   if (!stmt.ok()) return stmt.status();
-  std::map<std::string, int> devices;
   for (;;) {
     StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
     const std::string device = stmt->Text(2);
-    auto [d, added] = devices.try_emplace(device, static_cast<int>(specs->devices.size()));
-    if (added) specs->devices.push_back(device);
-    specs->index[specs->keys.Key(stmt->TextView(0))] = static_cast<int>(specs->facts.size());
-    specs->facts.push_back(
-        {stmt->Text(0),
-         Family(stmt->Text(1), device, stmt->Text(3), stmt->Int(4), stmt->Text(5)), d->second});
+    SpecFacts facts{stmt->Text(0),
+                    specs->families.Index(Family(stmt->Text(1), device, stmt->Text(3),
+                                                 stmt->Int(4), stmt->Text(5))),
+                    specs->devices.Index(device)};
+    specs->index.emplace(facts.cell_id, static_cast<int>(specs->facts.size()));
+    specs->facts.push_back(std::move(facts));
   }
 }
 
@@ -84,6 +76,7 @@ Status LoadRuns(SqliteDb& db, const std::string& since, const BaselineChoice& ba
   const bool run = baseline.kind == BaselineChoice::Kind::kRun;
   stmt->Bind(1, since).Bind(2, tag ? baseline.name : std::string("\x01"));
   stmt->Bind(3, run ? baseline.name : std::string());
+  Interned environments;
   for (;;) {
     StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
@@ -93,7 +86,7 @@ Status LoadRuns(SqliteDb& db, const std::string& since, const BaselineChoice& ba
     r.started_at = stmt->Text(1);
     r.git_sha = stmt->Text(2);
     r.tags = stmt->Text(3);
-    r.environment = r.git_sha + "|" + stmt->Text(4) + "|" + stmt->Text(5);
+    r.environment = environments.Index(r.git_sha + "|" + stmt->Text(4) + "|" + stmt->Text(5));
     r.in_window = stmt->Int(6) != 0;
     r.tagged = stmt->Int(7) != 0;
     runs->push_back(std::move(r));
@@ -115,7 +108,7 @@ Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs&
   }
   stmt.Reset();
   by_device->clear();
-  for (const std::string& device : specs.devices) {
+  for (const std::string& device : specs.devices.names()) {
     auto found = names.find(device);
     const std::string model =
         found != names.end() && !found->second.empty() ? found->second : device;
@@ -124,20 +117,6 @@ Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs&
     by_device->push_back(it->second);
   }
   return Status::Ok();
-}
-
-// The smallest cells.id of the loaded runs: the scan starts there.
-StatusOr<int64_t> FirstCellRow(SqliteDb& db, const std::vector<SeriesRun>& runs) {
-  StatusOr<SqliteStatement> stmt = db.Prepare("SELECT min(id) FROM cells WHERE run_id = ?");
-  if (!stmt.ok()) return stmt.status();
-  int64_t first = INT64_MAX;
-  for (const SeriesRun& run : runs) {
-    StatusOr<bool> row = stmt->Bind(1, run.run_id).Step();
-    if (!row.ok()) return row.status();
-    if (!stmt->IsNull(0)) first = std::min(first, stmt->Int(0));
-    stmt->Reset();
-  }
-  return first;
 }
 
 }  // namespace
@@ -195,86 +174,69 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
   std::map<std::string, int> model_index;
   std::vector<std::string> models;
   std::vector<std::vector<int>> run_models(data.runs.size());  // [run][device] -> model
-  std::unordered_map<std::string, int> run_index;
   for (size_t r = 0; r < data.runs.size(); ++r) {
-    run_index[data.runs[r].run_id] = static_cast<int>(r);
     FG_RETURN_IF_ERROR(LoadModels(*devices, data.runs[r].run_id, specs, &model_index, &models,
                                   &run_models[r]));
   }
-  StatusOr<int64_t> first = FirstCellRow(db, data.runs);
-  if (!first.ok()) return first.status();
-  // One pass over the cells table from the window's first row, in rowid order (cells of a
-  // run are mostly contiguous): sequential reads instead of a seek per cell.
-  StatusOr<SqliteStatement> cells = db.Prepare(
-      "SELECT c.run_id, c.cell_id, c.status, c.latency_median_s, m.min_psnr, m.mean_ssim, "
-      "m.rel_l2 FROM cells c LEFT JOIN metrics m ON m.cell_row = c.id WHERE c.id >= ?");
-  if (!cells.ok()) return cells.status();
-  cells->Bind(1, *first);
-  // Per row, without hashing in the common case: the cell at position i of a run is
-  // usually the cell at position i of the previous run (runs record their matrix in the
-  // same order), and (spec, model) -> series is a flat table.
+  // Per run, oldest first, one range scan of series_points (clustered by run, narrow):
+  // points arrive in time order. Per row, without hashing in the common case: the cell at
+  // position i of a run is usually the cell at position i of the previous run (rows come
+  // in cell id order), and (spec, model) -> series and (family, model) are flat tables.
+  StatusOr<SqliteStatement> points = db.Prepare(
+      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2 "
+      "FROM series_points WHERE run_id = ?");
+  if (!points.ok()) return points.status();
   const size_t model_count = std::max<size_t>(models.size(), 1);
   std::vector<int> series_at(specs.facts.size() * model_count, -1);
-  std::vector<uint64_t> slot_key;
+  std::vector<std::string> slot_id;  // per position in a run: the cell id seen there last
   std::vector<int> slot_spec;
-  size_t position = 0;
-  std::string last_run;
-  int run = -1;
-  bool sorted = true;
-  std::vector<int> last_point_run;
-  for (;;) {
-    StatusOr<bool> row = cells->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    if (cells->TextView(0) != last_run) {
-      last_run = std::string(cells->TextView(0));
-      auto found = run_index.find(last_run);
-      run = found == run_index.end() ? -1 : found->second;
-      position = 0;
+  std::vector<char> family_on_model(specs.families.names().size() * model_count, 0);
+  for (size_t run = 0; run < data.runs.size(); ++run) {
+    SqliteStatement& row_of = points->Bind(1, data.runs[run].run_id);
+    for (size_t position = 0;; ++position) {
+      StatusOr<bool> row = row_of.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      const std::string_view cell_id = row_of.TextView(0);
+      if (position >= slot_id.size()) {
+        slot_id.resize(position + 1);
+        slot_spec.resize(position + 1, -1);
+      }
+      if (slot_id[position] != cell_id) {
+        slot_id[position] = std::string(cell_id);
+        auto spec = specs.index.find(slot_id[position]);
+        slot_spec[position] = spec == specs.index.end() ? -1 : spec->second;
+      }
+      const int spec = slot_spec[position];
+      if (spec < 0) continue;  // no spec: not written by this store
+      const SpecFacts& facts = specs.facts[static_cast<size_t>(spec)];
+      const size_t model = static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
+      int& series = series_at[static_cast<size_t>(spec) * model_count + model];
+      if (series < 0) {
+        series = static_cast<int>(data.series.size());
+        data.series.push_back({facts.cell_id, models[model],
+                               specs.families.names()[static_cast<size_t>(facts.family)], {}});
+        data.series.back().points.reserve(data.runs.size());
+        family_on_model[static_cast<size_t>(facts.family) * model_count + model] = 1;
+      }
+      SeriesPoint point;
+      point.run = static_cast<int>(run);
+      point.status = ParseStatus(row_of.TextView(1)).value_or(CellStatus::kUnresolved);
+      point.latency = row_of.Real(2);
+      point.min_psnr = row_of.Real(3);
+      point.mean_ssim = row_of.Real(4);
+      point.rel_l2 = row_of.Real(5);
+      data.series[static_cast<size_t>(series)].points.push_back(point);
     }
-    if (run < 0) continue;  // a run outside the window
-    const uint64_t key = specs.keys.Key(cells->TextView(1));
-    if (position >= slot_key.size()) {
-      slot_key.resize(position + 1, ~uint64_t{0});
-      slot_spec.resize(position + 1, -1);
-    }
-    if (slot_key[position] != key || slot_spec[position] < 0) {
-      auto spec = specs.index.find(key);
-      slot_key[position] = key;
-      slot_spec[position] = spec == specs.index.end() ? -1 : spec->second;
-    }
-    const int spec = slot_spec[position++];
-    if (spec < 0) continue;  // no spec: not written by this store
-    const SpecFacts& facts = specs.facts[static_cast<size_t>(spec)];
-    const int model = run_models[static_cast<size_t>(run)][static_cast<size_t>(facts.device)];
-    int& series = series_at[static_cast<size_t>(spec) * model_count + static_cast<size_t>(model)];
-    if (series < 0) {
-      series = static_cast<int>(data.series.size());
-      data.series.push_back({facts.cell_id, models[static_cast<size_t>(model)], facts.family, {}});
-      data.series.back().points.reserve(data.runs.size());
-      last_point_run.push_back(-1);
-      data.family_models[facts.family].push_back(models[static_cast<size_t>(model)]);
-    }
-    SeriesPoint point;
-    point.run = run;
-    point.status = ParseStatus(cells->TextView(2)).value_or(CellStatus::kUnresolved);
-    point.latency = cells->Real(3);
-    point.min_psnr = cells->Real(4);
-    point.mean_ssim = cells->Real(5);
-    point.rel_l2 = cells->Real(6);
-    sorted = sorted && last_point_run[static_cast<size_t>(series)] <= run;
-    last_point_run[static_cast<size_t>(series)] = run;
-    data.series[static_cast<size_t>(series)].points.push_back(point);
+    row_of.Reset();
   }
-  if (!sorted) {  // runs were written out of time order (a merge): put points in run order
-    for (Series& s : data.series) {
-      std::stable_sort(s.points.begin(), s.points.end(),
-                       [](const SeriesPoint& a, const SeriesPoint& b) { return a.run < b.run; });
+  for (size_t f = 0; f < specs.families.names().size(); ++f) {
+    std::vector<std::string> on;
+    for (size_t m = 0; m < models.size(); ++m) {
+      if (family_on_model[f * model_count + m]) on.push_back(models[m]);
     }
-  }
-  for (auto& [family, names] : data.family_models) {
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
+    std::sort(on.begin(), on.end());
+    if (!on.empty()) data.family_models[specs.families.names()[f]] = std::move(on);
   }
   return data;
 }

@@ -1,7 +1,7 @@
 // Loading the series `framegate regressions` analyses: the runs of a window (and the
 // baseline's runs), and per (cell, device model) the points of those runs, oldest first.
-// Internal to regressions.cc. Reads only the columns the analysis needs (cells by the
-// (run_id, cell_id) index, metrics by rowid), which is what keeps it fast at fleet scale.
+// Internal to regressions.cc. Reads series_points, the narrow per-run copy of the columns
+// the analysis needs (one range scan per run), which is what keeps it fast at fleet scale.
 #pragma once
 
 #include <map>
@@ -17,7 +17,8 @@ namespace framegate {
 
 struct SeriesRun {
   std::string run_id, started_at, git_sha, tags;
-  std::string environment;  // git sha + LibTorch + CUDA versions: "no code change" key
+  int environment = 0;  // equal for runs with the same git sha, LibTorch and CUDA versions
+                        // (the "no code change" key)
   bool in_window = false;
   bool tagged = false;  // carries the baseline tag
 };

@@ -144,6 +144,27 @@ TEST_F(RegressionsTest, BaselineRunTagAndWindow) {
   EXPECT_EQ(Find(*r, "failing", "status", 0), nullptr);  // failing all along this window
 }
 
+TEST(RegressionsOrderTest, RunsRecordedOutOfTimeOrderAreJudgedInTimeOrder) {
+  // A merged store can hold runs in any order of writing; the series must still be in
+  // started_at order: recording nights newest first finds the same regression.
+  TestDb file("regressions-order");
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok());
+  for (int night = kNights - 1; night >= 0; --night) {
+    RunInfo info = SyntheticRunInfo(NightId(night), "2024-05-1" + std::to_string(night) +
+                                                        "T03:00:00Z");
+    ASSERT_TRUE((*store)->BeginRun(info, kDevices).ok());
+    ASSERT_TRUE((*store)->RecordCells(info.run_id, {NightResult(0, 0, night),
+                                                    NightResult(0, 1, night)}).ok());
+  }
+  StatusOr<RegressionReport> r = FindRegressions(**store, RegressionOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->regressions(), 1) << FormatRegressions(*r);
+  EXPECT_EQ(r->findings[0].track, "status");
+  EXPECT_EQ(r->findings[0].since_run, NightId(kNights - 3));
+  EXPECT_EQ(r->findings[0].consecutive, 3);
+}
+
 TEST_F(RegressionsTest, BadSinceAndUnknownBaselineAreInvalidInput) {
   RegressionOptions options;
   options.since = "last tuesday";

@@ -110,6 +110,40 @@ TEST(ResultStoreTest, RerecordingACellReplacesItAndResumeSeesItOnce) {
   // No orphans: the replaced cell's samples are gone with it.
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM samples"), 2 * (5 + 8 + 8 + 8 + 16));
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM metrics"), 2);
+  // series_points (what `regressions` reads) follows: one row per cell, the newest status.
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points"), 2);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE cell_id = '" +
+                                      first.cell.Id() + "' AND status = 'PASS'"),
+            1);
+}
+
+TEST(ResultStoreTest, SeriesPointsFollowEveryChangeToCellsAndMetrics) {
+  TestDb file("points");
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->BeginRun(SyntheticRunInfo("r", "2024-05-01T00:00:00Z"), {}).ok());
+  const CellResult a = SyntheticCellResult(0, "cpu", 1), b = SyntheticCellResult(1, "cpu", 1);
+  ASSERT_TRUE((*store)->RecordCells("r", {a, b}).ok());
+  auto point = [&](const std::string& cell_id, const std::string& columns) {
+    return QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE run_id = 'r' AND "
+                                 "cell_id = '" + cell_id + "' AND " + columns);
+  };
+  EXPECT_EQ(point(a.cell.Id(), "status = 'PASS' AND abs(min_psnr - " +
+                                   std::to_string(a.metrics->video.min_psnr) + ") < 1e-5"),
+            1);
+  // Edits by hand (the sqlite3 shell) reach series_points through the triggers.
+  ExecSql(file.path(), "UPDATE cells SET status = 'FAIL', latency_median_s = 9 WHERE "
+                       "cell_id = '" + a.cell.Id() + "'");
+  EXPECT_EQ(point(a.cell.Id(), "status = 'FAIL' AND latency_median_s = 9"), 1);
+  ExecSql(file.path(), "UPDATE metrics SET min_psnr = 12.5, rel_l2 = 0.25 WHERE cell_row = "
+                       "(SELECT id FROM cells WHERE cell_id = '" + a.cell.Id() + "')");
+  EXPECT_EQ(point(a.cell.Id(), "min_psnr = 12.5 AND rel_l2 = 0.25"), 1);
+  ExecSql(file.path(), "DELETE FROM metrics WHERE cell_row = (SELECT id FROM cells WHERE "
+                       "cell_id = '" + a.cell.Id() + "')");
+  EXPECT_EQ(point(a.cell.Id(), "min_psnr IS NULL AND mean_ssim IS NULL"), 1);
+  ExecSql(file.path(), "DELETE FROM cells WHERE cell_id = '" + b.cell.Id() + "'");
+  EXPECT_EQ(point(b.cell.Id(), "1"), 0);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points"), 1);
 }
 
 TEST(ResultStoreTest, NamesWithQuotesAndSqlAreStoredAsData) {
@@ -163,14 +197,16 @@ TEST(ResultStoreTest, OpenExistingDoesNotCreateAMissingFile) {
 TEST(ResultStoreTest, RefusesANewerSchemaWithoutTouchingTheFile) {
   TestDb file("newer");
   ASSERT_TRUE(ResultStore::Open(file.path()).ok());
-  ExecSql(file.path(), "PRAGMA user_version = 3");
+  const int newer = kStoreSchemaVersion + 1;
+  ExecSql(file.path(), "PRAGMA user_version = " + std::to_string(newer));
   auto store = ResultStore::Open(file.path());
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), Status::Code::kUnsupported);
   EXPECT_NE(store.status().message().find(file.path()), std::string::npos);
-  EXPECT_NE(store.status().message().find("schema version 3"), std::string::npos);
+  EXPECT_NE(store.status().message().find("schema version " + std::to_string(newer)),
+            std::string::npos);
   EXPECT_EQ(store.status().message().find('\n'), std::string::npos);
-  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 3);
+  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), newer);
 }
 
 TEST(ResultStoreTest, RefusesFilesThatAreNotFramegateDatabases) {

@@ -38,7 +38,8 @@ CREATE TABLE metrics (
   PRIMARY KEY (cell_row, name)) WITHOUT ROWID;
 )sql";
 
-// The current schema's tables; docs/store.md explains every column and index.
+// Version 2's tables (version 3 adds series_points); docs/store.md explains every column
+// and index.
 constexpr const char* kSchemaV2Tables = R"sql(
 CREATE TABLE runs (
   run_id TEXT PRIMARY KEY,
@@ -201,6 +202,60 @@ DROP TABLE v1_cells;
 DROP TABLE v1_runs;
 )sql";
 
+// v2 -> v3: series_points, the narrow copy of each cell result that `regressions` scans
+// (status, latency and three accuracy metrics, clustered by run), filled from cells and
+// metrics in key order. Triggers keep it in step with cells and metrics whoever writes
+// them (the store, a merge, an edit in the sqlite3 shell).
+constexpr const char* kMigrateV2ToV3 = R"sql(
+CREATE TABLE series_points (
+  run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+  cell_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  latency_median_s REAL,
+  min_psnr REAL,
+  mean_ssim REAL,
+  rel_l2 REAL,
+  PRIMARY KEY (run_id, cell_id)) WITHOUT ROWID;
+INSERT INTO series_points (run_id, cell_id, status, latency_median_s, min_psnr, mean_ssim,
+                           rel_l2)
+  SELECT c.run_id, c.cell_id, c.status, c.latency_median_s, m.min_psnr, m.mean_ssim, m.rel_l2
+  FROM cells c LEFT JOIN metrics m ON m.cell_row = c.id ORDER BY c.run_id, c.cell_id;
+CREATE TRIGGER series_points_cell_insert AFTER INSERT ON cells BEGIN
+  INSERT OR REPLACE INTO series_points (run_id, cell_id, status, latency_median_s, min_psnr,
+                                        mean_ssim, rel_l2)
+    SELECT new.run_id, new.cell_id, new.status, new.latency_median_s, m.min_psnr,
+           m.mean_ssim, m.rel_l2
+    FROM (SELECT 1) LEFT JOIN metrics m ON m.cell_row = new.id;
+END;
+CREATE TRIGGER series_points_cell_update
+  AFTER UPDATE OF run_id, cell_id, status, latency_median_s ON cells BEGIN
+  DELETE FROM series_points WHERE run_id = old.run_id AND cell_id = old.cell_id;
+  INSERT OR REPLACE INTO series_points (run_id, cell_id, status, latency_median_s, min_psnr,
+                                        mean_ssim, rel_l2)
+    SELECT new.run_id, new.cell_id, new.status, new.latency_median_s, m.min_psnr,
+           m.mean_ssim, m.rel_l2
+    FROM (SELECT 1) LEFT JOIN metrics m ON m.cell_row = new.id;
+END;
+CREATE TRIGGER series_points_cell_delete AFTER DELETE ON cells BEGIN
+  DELETE FROM series_points WHERE run_id = old.run_id AND cell_id = old.cell_id;
+END;
+CREATE TRIGGER series_points_metrics_insert AFTER INSERT ON metrics BEGIN
+  UPDATE series_points SET min_psnr = new.min_psnr, mean_ssim = new.mean_ssim,
+                           rel_l2 = new.rel_l2
+    WHERE (run_id, cell_id) = (SELECT run_id, cell_id FROM cells WHERE id = new.cell_row);
+END;
+CREATE TRIGGER series_points_metrics_update
+  AFTER UPDATE OF min_psnr, mean_ssim, rel_l2 ON metrics BEGIN
+  UPDATE series_points SET min_psnr = new.min_psnr, mean_ssim = new.mean_ssim,
+                           rel_l2 = new.rel_l2
+    WHERE (run_id, cell_id) = (SELECT run_id, cell_id FROM cells WHERE id = new.cell_row);
+END;
+CREATE TRIGGER series_points_metrics_delete AFTER DELETE ON metrics BEGIN
+  UPDATE series_points SET min_psnr = NULL, mean_ssim = NULL, rel_l2 = NULL
+    WHERE (run_id, cell_id) = (SELECT run_id, cell_id FROM cells WHERE id = old.cell_row);
+END;
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -242,9 +297,11 @@ Status MigrateV1ToV2(SqliteDb& db) {
   return FillLatencyMedians(db);
 }
 
+Status MigrateV2ToV3(SqliteDb& db) { return db.Exec(kMigrateV2ToV3); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

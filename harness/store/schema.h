@@ -3,7 +3,9 @@
 //   version 1: runs, cells (one denormalized row, timing repeats as a JSON array),
 //              metrics as (cell_row, name, value) rows
 //   version 2: runs with full provenance, devices, cell_specs, cells, typed metrics,
-//              samples, probes, goldens, the cell_results view (docs/store.md)
+//              samples, probes, goldens, the cell_results view
+//   version 3: series_points, a narrow per-run copy of each result's status, latency and
+//              accuracy that `regressions` scans, kept in step by triggers (docs/store.md)
 // A new file goes through every step from 0, so a fresh database and a migrated one are
 // the same schema by construction.
 #pragma once
@@ -15,7 +17,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 2;
+constexpr int kStoreSchemaVersion = 3;
 
 // The version stored in the file. Corrupt (naming the file) when it is not an SQLite
 // database, or an SQLite database with tables but no framegate version (someone else's).

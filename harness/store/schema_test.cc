@@ -72,6 +72,12 @@ TEST(SchemaTest, MigratesAVersion1DatabaseKeepingEveryRow) {
   ASSERT_TRUE(history.ok());
   ASSERT_EQ(history->size(), 1u);
   EXPECT_DOUBLE_EQ((*history)[0].latency_median_s, 0.6);
+  // v2 -> v3 filled series_points from cells and metrics.
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points"), 2);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE cell_id = "
+                                  "'aaaa000011112222' AND status = 'PASS' AND min_psnr = 40 "
+                                  "AND rel_l2 = 0.01 AND latency_median_s = 0.6"),
+            1);
 }
 
 TEST(SchemaTest, AMigratedDatabaseHasExactlyTheFreshSchema) {
