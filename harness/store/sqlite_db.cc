@@ -143,6 +143,10 @@ Status SqliteDb::Error(int rc, const std::string& what) const {
   if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) {
     return Status::Corrupt(path_ + ": not a valid framegate database (" + detail + ")");
   }
+  if (last_error_busy_) {
+    return Status::IoError(message + " (another process held the lock for more than " +
+                           std::to_string(kBusyTimeoutMs / 1000) + " s)");
+  }
   if (rc == SQLITE_CANTOPEN || rc == SQLITE_IOERR || rc == SQLITE_FULL ||
       rc == SQLITE_READONLY) {
     return Status::IoError(message);

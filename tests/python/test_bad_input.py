@@ -11,6 +11,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -314,6 +315,36 @@ def test_db_newer_schema(tmp_path):
     for command in (["db", "check"], ["history", "0123456789abcdef"]):
         one_line_error(run(*command, "--db", db), db, "newer")
     assert count_cells(db) == 3
+
+
+def test_db_locked_by_another_process(tmp_path):
+    """A writer that holds the lock past the busy timeout (30 s): one line, exit 2, nothing
+    lost; readers are not blocked (WAL)."""
+    db = tmp_path / "locked.db"
+    write_db(db)
+    holder = subprocess.Popen(
+        ["/usr/bin/python3", "-c",
+         "import sqlite3, sys, time\n"
+         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "c.execute('BEGIN EXCLUSIVE')\n"
+         "print('locked', flush=True)\n"
+         "time.sleep(120)\n", str(db)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        reader = run("history", "--filter", "policy=fp*", "--db", db)
+        assert reader.returncode == 0, reader.stderr
+        t0 = time.monotonic()
+        r = run("db", "test-write", "--db", db, "--run-id", "r2", "--cells", 1, "--finish")
+        waited = time.monotonic() - t0
+        one_line_error(r, db, "locked")
+        assert "30 s" in r.stderr
+        assert waited >= 29, waited
+    finally:
+        holder.kill()
+        holder.wait()
+    assert count_cells(db) == 3
+    assert run("db", "check", "--db", db).returncode == 0
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
