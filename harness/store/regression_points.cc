@@ -1,8 +1,10 @@
 #include "harness/store/regression_points.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <string_view>
 #include <unordered_map>
@@ -25,6 +27,7 @@ class Interned {
     return it->second;
   }
   const std::vector<std::string>& names() const { return names_; }
+  std::vector<std::string> TakeNames() { return std::move(names_); }
 
  private:
   std::unordered_map<std::string, int> index_;
@@ -37,28 +40,27 @@ struct Specs {
   Interned families, devices;
 };
 
-// "reference:tiny cuda fp16 seed=3" (the device index dropped).
-std::string Family(const std::string& pipeline, const std::string& device,
-                   const std::string& policy, int64_t seed, const std::string& fault) {
-  const std::string kind = device.substr(0, device.find(':'));
-  std::string family = pipeline + " " + kind + " " + policy + " seed=" + std::to_string(seed);
-  if (!fault.empty()) family += " fault=" + fault;
-  return family;
+// Sets *family to "reference:tiny cuda fp16 seed=3" (the device index dropped).
+void SetFamily(std::string_view pipeline, std::string_view device, std::string_view policy,
+               int64_t seed, std::string_view fault, std::string* family) {
+  family->assign(pipeline).append(" ").append(device.substr(0, device.find(':')));
+  family->append(" ").append(policy).append(" seed=").append(std::to_string(seed));
+  if (!fault.empty()) family->append(" fault=").append(fault);
 }
 
 Status LoadSpecs(SqliteDb& db, Specs* specs) {
   StatusOr<SqliteStatement> stmt =
       db.Prepare("SELECT cell_id, pipeline, device, policy, seed, fault FROM cell_specs");
   if (!stmt.ok()) return stmt.status();
+  std::string family, device;  // reused: no allocation per row once interned
   for (;;) {
     StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
-    const std::string device = stmt->Text(2);
-    SpecFacts facts{stmt->Text(0),
-                    specs->families.Index(Family(stmt->Text(1), device, stmt->Text(3),
-                                                 stmt->Int(4), stmt->Text(5))),
-                    specs->devices.Index(device)};
+    device.assign(stmt->TextView(2));
+    SetFamily(stmt->TextView(1), device, stmt->TextView(3), stmt->Int(4), stmt->TextView(5),
+              &family);
+    SpecFacts facts{stmt->Text(0), specs->families.Index(family), specs->devices.Index(device)};
     specs->index.emplace(facts.cell_id, static_cast<int>(specs->facts.size()));
     specs->facts.push_back(std::move(facts));
   }
@@ -188,9 +190,16 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
   if (!points.ok()) return points.status();
   const size_t model_count = std::max<size_t>(models.size(), 1);
   std::vector<int> series_at(specs.facts.size() * model_count, -1);
-  std::vector<std::string> slot_id;  // per position in a run: the cell id seen there last
-  std::vector<int> slot_spec;
+  // Per position in a run: the cell id seen there last (ids are 16 hex digits; others are
+  // looked up every time) and its spec, in one contiguous array.
+  struct Slot {
+    std::array<char, 16> id{};
+    int spec = -2;  // -2: empty
+  };
+  std::vector<Slot> slots;
   std::vector<char> family_on_model(specs.families.names().size() * model_count, 0);
+  std::string last_status_name;  // most rows repeat the previous row's status
+  CellStatus last_status = CellStatus::kUnresolved;
   for (size_t run = 0; run < data.runs.size(); ++run) {
     SqliteStatement& row_of = points->Bind(1, data.runs[run].run_id);
     for (size_t position = 0;; ++position) {
@@ -198,30 +207,38 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
       if (!row.ok()) return row.status();
       if (!*row) break;
       const std::string_view cell_id = row_of.TextView(0);
-      if (position >= slot_id.size()) {
-        slot_id.resize(position + 1);
-        slot_spec.resize(position + 1, -1);
+      if (position >= slots.size()) slots.resize(position + 1);
+      Slot& slot = slots[position];
+      const bool cacheable = cell_id.size() == slot.id.size();
+      int spec;
+      if (cacheable && slot.spec != -2 &&
+          std::memcmp(slot.id.data(), cell_id.data(), slot.id.size()) == 0) {
+        spec = slot.spec;
+      } else {
+        auto found = specs.index.find(std::string(cell_id));
+        spec = found == specs.index.end() ? -1 : found->second;
+        if (cacheable) {
+          std::memcpy(slot.id.data(), cell_id.data(), slot.id.size());
+          slot.spec = spec;
+        }
       }
-      if (slot_id[position] != cell_id) {
-        slot_id[position] = std::string(cell_id);
-        auto spec = specs.index.find(slot_id[position]);
-        slot_spec[position] = spec == specs.index.end() ? -1 : spec->second;
-      }
-      const int spec = slot_spec[position];
       if (spec < 0) continue;  // no spec: not written by this store
       const SpecFacts& facts = specs.facts[static_cast<size_t>(spec)];
       const size_t model = static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
       int& series = series_at[static_cast<size_t>(spec) * model_count + model];
       if (series < 0) {
         series = static_cast<int>(data.series.size());
-        data.series.push_back({facts.cell_id, models[model],
-                               specs.families.names()[static_cast<size_t>(facts.family)], {}});
+        data.series.push_back({facts.cell_id, static_cast<int>(model), facts.family, {}});
         data.series.back().points.reserve(data.runs.size());
         family_on_model[static_cast<size_t>(facts.family) * model_count + model] = 1;
       }
       SeriesPoint point;
       point.run = static_cast<int>(run);
-      point.status = ParseStatus(row_of.TextView(1)).value_or(CellStatus::kUnresolved);
+      if (row_of.TextView(1) != last_status_name) {
+        last_status_name = std::string(row_of.TextView(1));
+        last_status = ParseStatus(last_status_name).value_or(CellStatus::kUnresolved);
+      }
+      point.status = last_status;
       point.latency = row_of.Real(2);
       point.min_psnr = row_of.Real(3);
       point.mean_ssim = row_of.Real(4);
@@ -238,6 +255,8 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
     std::sort(on.begin(), on.end());
     if (!on.empty()) data.family_models[specs.families.names()[f]] = std::move(on);
   }
+  data.models = std::move(models);
+  data.families = specs.families.TakeNames();
   return data;
 }
 

@@ -30,13 +30,16 @@ struct SeriesPoint {
 };
 
 struct Series {
-  std::string cell_id, model, family;
+  std::string cell_id;
+  int model = 0, family = 0;  // indices into SeriesData::models / families
   std::vector<SeriesPoint> points;  // oldest first
 };
 
 struct SeriesData {
   std::vector<SeriesRun> runs;  // oldest first
   std::vector<Series> series;
+  std::vector<std::string> models;    // device models ("NVIDIA L4")
+  std::vector<std::string> families;  // cell families ("reference:tiny cuda fp16 seed=3")
   std::map<std::string, std::vector<std::string>> family_models;  // every model a family ran on
 };
 

@@ -68,6 +68,12 @@ class SeriesJudge {
     if (baseline_.kind == BaselineChoice::Kind::kRun) return run.run_id == baseline_.name;
     return baseline_.kind == BaselineChoice::Kind::kTag && run.tagged;
   }
+  const std::string& Model(const Series& s) const {
+    return data_.models[static_cast<size_t>(s.model)];
+  }
+  const std::string& Family(const Series& s) const {
+    return data_.families[static_cast<size_t>(s.family)];
+  }
   const SeriesRun& RunOf(const SeriesPoint* p) const {
     return data_.runs[static_cast<size_t>(p->run)];
   }
@@ -95,7 +101,7 @@ class SeriesJudge {
   }
 
   FlakyCell Flaky(const Series& s, const std::vector<const SeriesPoint*>& window, int flips) const {
-    FlakyCell f{s.family, s.cell_id, s.model, "", flips};
+    FlakyCell f{Family(s), s.cell_id, Model(s), "", flips};
     for (const SeriesPoint* p : window) {
       f.statuses += IsFailure(p->status) ? 'F' : (p->status == CellStatus::kPass ? 'P' : 'U');
     }
@@ -105,13 +111,13 @@ class SeriesJudge {
   Flag MakeFlag(const Series& s, const char* kind, const char* track,
                 const SeriesPoint* first, int streak) const {
     Flag flag;
-    flag.model = s.model;
+    flag.model = Model(s);
     RegressionFinding& f = flag.finding;
     f.kind = kind;
     f.track = track;
-    f.family = s.family;
+    f.family = Family(s);
     f.cell_ids = {s.cell_id};
-    f.models = {s.model};
+    f.models = {Model(s)};
     f.devices = 1;
     f.consecutive = streak;
     f.pending = streak < options_.min_consecutive;
