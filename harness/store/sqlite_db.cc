@@ -80,8 +80,9 @@ bool SqliteStatement::IsNull(int column) const {
 int64_t SqliteStatement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
 
 double SqliteStatement::Real(int column) const {
-  if (IsNull(column)) return std::numeric_limits<double>::quiet_NaN();
-  return sqlite3_column_double(stmt_, column);
+  const double value = sqlite3_column_double(stmt_, column);  // NULL reads as 0.0
+  if (value == 0 && IsNull(column)) return std::numeric_limits<double>::quiet_NaN();
+  return value;
 }
 
 std::string SqliteStatement::Text(int column) const {
