@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 
 namespace framegate {
@@ -121,6 +123,70 @@ Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs&
   return Status::Ok();
 }
 
+// A row of series_points resolved to its cell spec (index into Specs::facts).
+struct RawPoint {
+  int spec = 0;
+  SeriesPoint point;  // run not set
+};
+
+// Reads the series_points of runs [begin, end) through `db` into (*out)[run], one range
+// scan per run; rows without a spec (not written by this store) are dropped. Per row,
+// without hashing in the common case: the cell at position i of a run is usually the
+// cell at position i of the previous run (rows come in cell id order).
+Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t begin,
+                     size_t end, const Specs& specs, std::vector<std::vector<RawPoint>>* out) {
+  StatusOr<SqliteStatement> points = db.Prepare(
+      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2 "
+      "FROM series_points WHERE run_id = ?");
+  if (!points.ok()) return points.status();
+  struct Slot {  // a position's cell id (16 hex digits; other ids are looked up each time)
+    std::array<char, 16> id{};
+    int spec = -2;  // -2: empty
+  };
+  std::vector<Slot> slots;
+  std::string last_status_name;  // most rows repeat the previous row's status
+  CellStatus last_status = CellStatus::kUnresolved;
+  for (size_t run = begin; run < end; ++run) {
+    SqliteStatement& row_of = points->Bind(1, runs[run].run_id);
+    std::vector<RawPoint>& run_points = (*out)[run];
+    for (size_t position = 0;; ++position) {
+      StatusOr<bool> row = row_of.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      const std::string_view cell_id = row_of.TextView(0);
+      if (position >= slots.size()) slots.resize(position + 1);
+      Slot& slot = slots[position];
+      const bool cacheable = cell_id.size() == slot.id.size();
+      int spec;
+      if (cacheable && slot.spec != -2 &&
+          std::memcmp(slot.id.data(), cell_id.data(), slot.id.size()) == 0) {
+        spec = slot.spec;
+      } else {
+        auto found = specs.index.find(std::string(cell_id));
+        spec = found == specs.index.end() ? -1 : found->second;
+        if (cacheable) {
+          std::memcpy(slot.id.data(), cell_id.data(), slot.id.size());
+          slot.spec = spec;
+        }
+      }
+      if (spec < 0) continue;
+      if (row_of.TextView(1) != last_status_name) {
+        last_status_name = std::string(row_of.TextView(1));
+        last_status = ParseStatus(last_status_name).value_or(CellStatus::kUnresolved);
+      }
+      RawPoint& p = run_points.emplace_back();
+      p.spec = spec;
+      p.point.status = last_status;
+      p.point.latency = row_of.Real(2);
+      p.point.min_psnr = row_of.Real(3);
+      p.point.mean_ssim = row_of.Real(4);
+      p.point.rel_l2 = row_of.Real(5);
+    }
+    row_of.Reset();
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string DaysBefore(const std::string& iso, int days) {
@@ -180,72 +246,52 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
     FG_RETURN_IF_ERROR(LoadModels(*devices, data.runs[r].run_id, specs, &model_index, &models,
                                   &run_models[r]));
   }
-  // Per run, oldest first, one range scan of series_points (clustered by run, narrow):
-  // points arrive in time order. Per row, without hashing in the common case: the cell at
-  // position i of a run is usually the cell at position i of the previous run (rows come
-  // in cell id order), and (spec, model) -> series and (family, model) are flat tables.
-  StatusOr<SqliteStatement> points = db.Prepare(
-      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2 "
-      "FROM series_points WHERE run_id = ?");
-  if (!points.ok()) return points.status();
+  // The runs' points: the older half through this connection and, at the same time, the
+  // newer half through a second read-only one when the store is a file (both cores). The
+  // second reads its own snapshot: only a run still being written can show more cells.
+  std::vector<std::vector<RawPoint>> raw(data.runs.size());
+  const size_t n = data.runs.size();
+  std::unique_ptr<SqliteDb> second;
+  if (!db.in_memory() && n >= 2) {
+    StatusOr<std::unique_ptr<SqliteDb>> opened =
+        SqliteDb::Open(db.path(), SqliteDb::Mode::kReadOnly);
+    if (opened.ok()) second = std::move(*opened);  // else: one connection does it all
+  }
+  const size_t split = second ? n / 2 : n;
+  Status newer_half;
+  std::thread worker;
+  if (second) {
+    worker = std::thread([&] {
+      newer_half = second->ReadTransaction(
+          [&] { return ReadRunPoints(*second, data.runs, split, n, specs, &raw); });
+    });
+  }
+  const Status older_half = ReadRunPoints(db, data.runs, 0, split, specs, &raw);
+  if (worker.joinable()) worker.join();
+  FG_RETURN_IF_ERROR(older_half);
+  FG_RETURN_IF_ERROR(newer_half);
+
+  // Points to series, run by run, oldest first: each series' points come out in time order.
+  // (spec, model) -> series and (family, model) are flat tables.
   const size_t model_count = std::max<size_t>(models.size(), 1);
   std::vector<int> series_at(specs.facts.size() * model_count, -1);
-  // Per position in a run: the cell id seen there last (ids are 16 hex digits; others are
-  // looked up every time) and its spec, in one contiguous array.
-  struct Slot {
-    std::array<char, 16> id{};
-    int spec = -2;  // -2: empty
-  };
-  std::vector<Slot> slots;
   std::vector<char> family_on_model(specs.families.names().size() * model_count, 0);
-  std::string last_status_name;  // most rows repeat the previous row's status
-  CellStatus last_status = CellStatus::kUnresolved;
-  for (size_t run = 0; run < data.runs.size(); ++run) {
-    SqliteStatement& row_of = points->Bind(1, data.runs[run].run_id);
-    for (size_t position = 0;; ++position) {
-      StatusOr<bool> row = row_of.Step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
-      const std::string_view cell_id = row_of.TextView(0);
-      if (position >= slots.size()) slots.resize(position + 1);
-      Slot& slot = slots[position];
-      const bool cacheable = cell_id.size() == slot.id.size();
-      int spec;
-      if (cacheable && slot.spec != -2 &&
-          std::memcmp(slot.id.data(), cell_id.data(), slot.id.size()) == 0) {
-        spec = slot.spec;
-      } else {
-        auto found = specs.index.find(std::string(cell_id));
-        spec = found == specs.index.end() ? -1 : found->second;
-        if (cacheable) {
-          std::memcpy(slot.id.data(), cell_id.data(), slot.id.size());
-          slot.spec = spec;
-        }
-      }
-      if (spec < 0) continue;  // no spec: not written by this store
-      const SpecFacts& facts = specs.facts[static_cast<size_t>(spec)];
-      const size_t model = static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
-      int& series = series_at[static_cast<size_t>(spec) * model_count + model];
+  for (size_t run = 0; run < n; ++run) {
+    for (const RawPoint& p : raw[run]) {
+      const SpecFacts& facts = specs.facts[static_cast<size_t>(p.spec)];
+      const size_t model =
+          static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
+      int& series = series_at[static_cast<size_t>(p.spec) * model_count + model];
       if (series < 0) {
         series = static_cast<int>(data.series.size());
         data.series.push_back({facts.cell_id, static_cast<int>(model), facts.family, {}});
-        data.series.back().points.reserve(data.runs.size());
+        data.series.back().points.reserve(n);
         family_on_model[static_cast<size_t>(facts.family) * model_count + model] = 1;
       }
-      SeriesPoint point;
-      point.run = static_cast<int>(run);
-      if (row_of.TextView(1) != last_status_name) {
-        last_status_name = std::string(row_of.TextView(1));
-        last_status = ParseStatus(last_status_name).value_or(CellStatus::kUnresolved);
-      }
-      point.status = last_status;
-      point.latency = row_of.Real(2);
-      point.min_psnr = row_of.Real(3);
-      point.mean_ssim = row_of.Real(4);
-      point.rel_l2 = row_of.Real(5);
-      data.series[static_cast<size_t>(series)].points.push_back(point);
+      data.series[static_cast<size_t>(series)].points.push_back(p.point);
+      data.series[static_cast<size_t>(series)].points.back().run = static_cast<int>(run);
     }
-    row_of.Reset();
+    std::vector<RawPoint>().swap(raw[run]);
   }
   for (size_t f = 0; f < specs.families.names().size(); ++f) {
     std::vector<std::string> on;

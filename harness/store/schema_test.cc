@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/store/regressions.h"
 #include "harness/store/result_store.h"
 #include "harness/store/test_db.h"
 
@@ -97,6 +98,12 @@ TEST(SchemaTest, ReadOnlyOpenMigratesInMemoryAndLeavesTheFileAlone) {
   StatusOr<RunRecord> run = (*store)->LoadRun("v1-run");
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->cells.size(), 2u);
+  // regressions reads the in-memory copy's series_points (one connection: no second reader
+  // can open a copy).
+  StatusOr<RegressionReport> report = FindRegressions(**store, RegressionOptions());
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->runs, 1);
+  EXPECT_EQ(report->series, 2);
   EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 1);
 }
 

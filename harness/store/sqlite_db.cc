@@ -129,6 +129,7 @@ StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::CopyToMemory() {
     return Status::Internal(path_ + ": cannot open an in-memory database");
   }
   std::unique_ptr<SqliteDb> copy(new SqliteDb(path_, memory));
+  copy->in_memory_ = true;
   sqlite3_backup* backup = sqlite3_backup_init(memory, "main", db_, "main");
   if (backup == nullptr) return copy->Error(sqlite3_errcode(memory), "copying into memory");
   const int rc = sqlite3_backup_step(backup, -1);

@@ -93,6 +93,8 @@ class SqliteDb {
   ~SqliteDb();
 
   const std::string& path() const { return path_; }
+  // True for a CopyToMemory() copy (path() then names the file it was copied from).
+  bool in_memory() const { return in_memory_; }
   sqlite3* handle() { return db_; }
 
   // A copy of the whole database in memory (sqlite3 backup API), named like this one.
@@ -125,6 +127,7 @@ class SqliteDb {
   friend class SqliteStatement;
   SqliteDb(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
   std::string path_;
+  bool in_memory_ = false;
   sqlite3* db_ = nullptr;
   mutable bool last_error_busy_ = false;
 };
