@@ -1,4 +1,4 @@
-// The store's subcommands: db (check), merge, history, compare, regressions. Each takes
+// The store's subcommands: db (check, migrate), merge, history, compare, regressions. Each takes
 // --db PATH (default framegate.db in the working folder). A missing, damaged or newer
 // database is a one-line error and exit 2; a regression (compare, regressions) or a merge
 // conflict is exit 1. docs/store.md describes them.
@@ -34,11 +34,28 @@ int RunDbCheck(const std::string& path) {
   StatusOr<DbCheckReport> report = CheckDatabase(path);
   if (!report.ok()) return ReportError(report.status());
   std::cout << path << ": integrity ok, schema version " << report->schema_version
-            << (report->schema_version < kStoreSchemaVersion ? " (older: migrated on next write)"
-                                                             : "")
+            << (report->schema_version < kStoreSchemaVersion
+                    ? " (older: `framegate db migrate`, or any other store command, migrates it)"
+                    : "")
             << ", journal " << report->journal_mode << "\n";
   for (const auto& [table, rows] : report->table_rows) {
     std::cout << "  " << table << ": " << rows << "\n";
+  }
+  return kExitOk;
+}
+
+// Migrates the file to this framegate's schema in place now, as an explicit step (any
+// other command that opens the store would do it first, in one transaction).
+int RunDbMigrate(const std::string& path) {
+  StatusOr<DbCheckReport> before = CheckDatabase(path);  // refuses damaged and newer files
+  if (!before.ok()) return ReportError(before.status());
+  StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(path);
+  if (!store.ok()) return ReportError(store.status());
+  std::cout << path << ": schema version " << before->schema_version;
+  if (before->schema_version == kStoreSchemaVersion) {
+    std::cout << ", already current\n";
+  } else {
+    std::cout << " -> " << kStoreSchemaVersion << "\n";
   }
   return kExitOk;
 }
@@ -84,6 +101,9 @@ Command AddDbCommand(CLI::App& parent) {
   CLI::App* check = app->add_subcommand(
       "check", "Integrity check, schema version and row counts (read-only)");
   AddDbOption(check, path.get());
+  CLI::App* migrate = app->add_subcommand(
+      "migrate", "Bring the file to this framegate's schema now (else the next write does)");
+  AddDbOption(migrate, path.get());
   auto write = std::make_shared<TestWriteOptions>();
   CLI::App* test_write = app->add_subcommand("test-write", "Test only: write synthetic cells");
   test_write->group("");  // hidden from --help
@@ -95,6 +115,7 @@ Command AddDbCommand(CLI::App& parent) {
   test_write->add_flag("--finish", write->finish);
   return {app, [=]() {
             if (test_write->parsed()) return RunDbTestWrite(*path, *write);
+            if (migrate->parsed()) return RunDbMigrate(*path);
             return RunDbCheck(*path);
           }};
 }

@@ -41,8 +41,47 @@ def one_line_error(r, *fragments):
         assert fragment in r.stderr, r.stderr
 
 
+# Version 1, framegate's first schema, as its code wrote it (harness/store/schema.cc).
+V1_SCHEMA = """
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL DEFAULT '', state TEXT NOT NULL, host TEXT NOT NULL DEFAULT '',
+  git_sha TEXT NOT NULL DEFAULT '', framegate_version TEXT NOT NULL DEFAULT '',
+  libtorch_version TEXT NOT NULL DEFAULT '', tags TEXT NOT NULL DEFAULT '');
+CREATE TABLE cells (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, cell_id TEXT NOT NULL,
+  pipeline TEXT NOT NULL, device TEXT NOT NULL, policy TEXT NOT NULL, seed INTEGER NOT NULL,
+  fault TEXT NOT NULL DEFAULT '', status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+  generation_seconds TEXT NOT NULL DEFAULT '[]', UNIQUE (run_id, cell_id));
+CREATE TABLE metrics (cell_row INTEGER NOT NULL, name TEXT NOT NULL, value REAL,
+  PRIMARY KEY (cell_row, name)) WITHOUT ROWID;
+INSERT INTO runs VALUES ('old', '2023-01-01T00:00:00Z', '2023-01-01T01:00:00Z', 'finished',
+  'h', 'abc', '0.0.9', '1.12.1', 'nightly');
+INSERT INTO cells VALUES (1, 'old', 'aaaa000011112222', 'reference:tiny', 'cpu', 'fp32', 0, '',
+  'PASS', '', '[0.5, 0.7, 0.6]');
+INSERT INTO metrics VALUES (1, 'min_psnr', 40.0);
+PRAGMA user_version = 1;
+"""
+
+
+def test_db_migrate_brings_an_old_file_to_the_current_schema(tmp_path):
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(V1_SCHEMA)
+    check = run("db", "check", "--db", db)
+    assert check.returncode == 0 and "schema version 1 (older: `framegate db migrate`" in check.stdout, check.stdout
+    assert sql(db, "PRAGMA user_version") == [(1,)]  # db check only reads
+    r = run("db", "migrate", "--db", db)
+    assert r.returncode == 0, r.stderr
+    current = sql(db, "PRAGMA user_version")[0][0]
+    assert current > 1 and r.stdout.strip() == f"{db}: schema version 1 -> {current}"
+    assert sql(db, "SELECT status, min_psnr, latency_median_s FROM series_points") == [("PASS", 40.0, 0.6)]
+    again = run("db", "migrate", "--db", db)
+    assert again.returncode == 0 and again.stdout.strip() == f"{db}: schema version {current}, already current"
+    one_line_error(run("db", "migrate", "--db", tmp_path / "missing.db"), "missing.db")
+    assert not (tmp_path / "missing.db").exists()
+
+
 def test_every_store_command_has_help():
-    for command in (["db", "check"], ["merge"], ["history"], ["compare"], ["regressions"]):
+    for command in (["db", "check"], ["db", "migrate"], ["merge"], ["history"], ["compare"], ["regressions"]):
         r = run(*command, "--help")
         assert r.returncode == 0, r.stderr
         assert "--db" in r.stdout or command == ["merge"], r.stdout
