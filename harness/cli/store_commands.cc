@@ -47,12 +47,16 @@ int RunDbCheck(const std::string& path) {
 // Migrates the file to this framegate's schema in place now, as an explicit step (any
 // other command that opens the store would do it first, in one transaction).
 int RunDbMigrate(const std::string& path) {
-  StatusOr<DbCheckReport> before = CheckDatabase(path);  // refuses damaged and newer files
+  StatusOr<std::unique_ptr<SqliteDb>> file = SqliteDb::Open(path, SqliteDb::Mode::kReadOnly);
+  if (!file.ok()) return ReportError(file.status());
+  StatusOr<int> before = ReadSchemaVersion(**file);  // not an SQLite file: Corrupt
   if (!before.ok()) return ReportError(before.status());
+  file->reset();
+  // Open refuses a newer schema and migrates an older one in one transaction.
   StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(path);
   if (!store.ok()) return ReportError(store.status());
-  std::cout << path << ": schema version " << before->schema_version;
-  if (before->schema_version == kStoreSchemaVersion) {
+  std::cout << path << ": schema version " << *before;
+  if (*before == kStoreSchemaVersion) {
     std::cout << ", already current\n";
   } else {
     std::cout << " -> " << kStoreSchemaVersion << "\n";

@@ -100,8 +100,7 @@ Status LoadRuns(SqliteDb& db, const std::string& since, const BaselineChoice& ba
 // For one run: the model index of each interned device (its devices' names, or the device
 // string itself when the run did not record the device).
 Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs& specs,
-                  std::map<std::string, int>* model_index, std::vector<std::string>* models,
-                  std::vector<int>* by_device) {
+                  Interned* models, std::vector<int>* by_device) {
   std::map<std::string, std::string> names;
   stmt.Bind(1, run_id);
   for (;;) {
@@ -116,9 +115,7 @@ Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs&
     auto found = names.find(device);
     const std::string model =
         found != names.end() && !found->second.empty() ? found->second : device;
-    auto [it, added] = model_index->try_emplace(model, static_cast<int>(models->size()));
-    if (added) models->push_back(model);
-    by_device->push_back(it->second);
+    by_device->push_back(models->Index(model));
   }
   return Status::Ok();
 }
@@ -239,12 +236,11 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
   StatusOr<SqliteStatement> devices =
       db.Prepare("SELECT device, name FROM devices WHERE run_id = ?");
   if (!devices.ok()) return devices.status();
-  std::map<std::string, int> model_index;
-  std::vector<std::string> models;
+  Interned models;
   std::vector<std::vector<int>> run_models(data.runs.size());  // [run][device] -> model
   for (size_t r = 0; r < data.runs.size(); ++r) {
-    FG_RETURN_IF_ERROR(LoadModels(*devices, data.runs[r].run_id, specs, &model_index, &models,
-                                  &run_models[r]));
+    FG_RETURN_IF_ERROR(
+        LoadModels(*devices, data.runs[r].run_id, specs, &models, &run_models[r]));
   }
   // The runs' points: the older half through this connection and, at the same time, the
   // newer half through a second read-only one when the store is a file (both cores). The
@@ -273,7 +269,7 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
 
   // Points to series, run by run, oldest first: each series' points come out in time order.
   // (spec, model) -> series and (family, model) are flat tables.
-  const size_t model_count = std::max<size_t>(models.size(), 1);
+  const size_t model_count = std::max<size_t>(models.names().size(), 1);
   std::vector<int> series_at(specs.facts.size() * model_count, -1);
   std::vector<char> family_on_model(specs.families.names().size() * model_count, 0);
   for (size_t run = 0; run < n; ++run) {
@@ -295,13 +291,13 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
   }
   for (size_t f = 0; f < specs.families.names().size(); ++f) {
     std::vector<std::string> on;
-    for (size_t m = 0; m < models.size(); ++m) {
-      if (family_on_model[f * model_count + m]) on.push_back(models[m]);
+    for (size_t m = 0; m < models.names().size(); ++m) {
+      if (family_on_model[f * model_count + m]) on.push_back(models.names()[m]);
     }
     std::sort(on.begin(), on.end());
     if (!on.empty()) data.family_models[specs.families.names()[f]] = std::move(on);
   }
-  data.models = std::move(models);
+  data.models = models.TakeNames();
   data.families = specs.families.TakeNames();
   return data;
 }

@@ -76,6 +76,9 @@ def test_db_migrate_brings_an_old_file_to_the_current_schema(tmp_path):
     assert sql(db, "SELECT status, min_psnr, latency_median_s FROM series_points") == [("PASS", 40.0, 0.6)]
     again = run("db", "migrate", "--db", db)
     assert again.returncode == 0 and again.stdout.strip() == f"{db}: schema version {current}, already current"
+    sql(db, "PRAGMA user_version = 99")
+    one_line_error(run("db", "migrate", "--db", db), str(db), "newer")
+    assert sql(db, "PRAGMA user_version") == [(99,)]
     one_line_error(run("db", "migrate", "--db", tmp_path / "missing.db"), "missing.db")
     assert not (tmp_path / "missing.db").exists()
 
