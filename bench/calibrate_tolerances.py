@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Measures each dtype policy's distance from the FP32 golden over several seeds and prints
-the table that harness/tolerances.toml's bounds come from (docs/tolerances.md).
+the table that harness/checks/tolerances.toml's bounds come from (docs/tolerances.md).
 
-Usage: bench/calibrate_tolerances.py [--framegate build/harness/framegate] [--seeds 0,1,2,3,4]
+Usage: bench/calibrate_tolerances.py [--framegate build/bin/framegate] [--seeds 0,1,2,3,4]
        [--size tiny] [--work /tmp/fg-calibrate]
 Makes the goldens it needs in --work (not in the repository), runs `framegate check --json`
 for every preset policy and seed, and prints per policy the worst value of each metric and
@@ -30,7 +30,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--framegate", default=os.path.join(repo, "build/harness/framegate"))
+    ap.add_argument("--framegate", default=os.path.join(repo, "build/bin/framegate"))
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--work", default="/tmp/fg-calibrate")
@@ -43,7 +43,7 @@ def main():
     seeds = [int(s) for s in args.seeds.split(",")]
     policies_toml = tomllib.load(open(os.path.join(repo, "pipelines/policies.toml"), "rb"))
     policies = sorted(policies_toml["policy"].keys())
-    profiles = tomllib.load(open(os.path.join(repo, "harness/tolerances.toml"), "rb"))["profile"]
+    profiles = tomllib.load(open(os.path.join(repo, "harness/checks/tolerances.toml"), "rb"))["profile"]
     goldens = os.path.join(args.work, "golden")
     os.makedirs(goldens, exist_ok=True)
     worst = {}  # policy -> metric -> (value, seed)

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/frame_metrics.h"
+#include "harness/checks/frame_metrics.h"
 #include "harness/npy.h"
 
 namespace {

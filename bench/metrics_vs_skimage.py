@@ -3,7 +3,7 @@
 
 Makes N structured frame pairs (float32 [N, H, W, 3] in [0, 1]), saves them as .npy,
 then, for each repeat, times scikit-image's PSNR + SSIM over the N frames (the arguments
-framegate matches, see harness/frame_metrics.h) and the C++ binary bench/metrics_bench
+framegate matches, see harness/checks/frame_metrics.h) and the C++ binary bench/metrics_bench
 on the same files (ComputeVideoMetrics: PSNR + SSIM per frame plus the video-level
 values; compute only, files loaded before timing). Prints a markdown table (frames/s:
 median and best over repeats) and the largest difference between the two

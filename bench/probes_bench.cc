@@ -10,8 +10,8 @@
 #include <string>
 
 #include "harness/build_info.h"
-#include "harness/frame_health.h"
-#include "harness/numeric_probes.h"
+#include "harness/checks/frame_health.h"
+#include "harness/checks/numeric_probes.h"
 #include "pipelines/pipeline_run.h"
 
 namespace framegate {

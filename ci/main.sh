@@ -9,6 +9,6 @@ bash ci/install-deps.sh
 bash ci/build.sh
 out=framegate-results
 mkdir -p "$out"
-./build/harness/framegate devices
-exec ./build/harness/framegate run local --db "$out/framegate.db" --artifacts "$out/artifacts" \
+./build/bin/framegate devices
+exec ./build/bin/framegate run local --db "$out/framegate.db" --artifacts "$out/artifacts" \
   --html "$out/report" --junit "$out/junit.xml" --json "$out/run.json" "$@"

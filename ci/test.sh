@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
-# Fresh Debian 12 machine -> installs what is needed, builds, and runs every test (CTest).
-set -euo pipefail
+# Fresh Debian 12 machine -> installs what is needed, builds, and runs every test stage:
+#   ctest        every CTest test of build/ (unit, python, matrix, the include layers)
+#   sanitizers   the unit tests under ASan + UBSan (ci/sanitizers.sh, build-asan/)
+#   fuzz         each libFuzzer target for FRAMEGATE_FUZZ_SECONDS, default 60 (ci/fuzz.sh)
+# Every stage runs even when an earlier one failed; the end prints one line per stage
+# (ok/FAILED and its seconds) and the script exits 1 if any stage failed.
+# FRAMEGATE_HARDENING=0 skips the sanitizer and fuzz stages (about 15 minutes more on a
+# 2-core machine; the fuzzers' regression inputs still run with the unit tests).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash ci/install-deps.sh --with-extras
-bash ci/build.sh
-cd build
-ctest --output-on-failure -j "$(nproc)" --timeout 1200
-# Sanitizers (unit tests under ASan + UBSan, build-asan/) and fuzzing (each libFuzzer
-# target for FRAMEGATE_FUZZ_SECONDS, default 60, build-fuzz/): docs/fuzzing.md. About 30
-# minutes more on this 2-core machine; FRAMEGATE_HARDENING=0 skips both (the fuzzers'
-# regression inputs still run with the unit tests above).
-cd ..
+
+summary=()
+failed=0
+# stage NAME COMMAND...: runs COMMAND, records its outcome and duration.
+stage() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  echo "==> test.sh: stage $name: $*"
+  if "$@"; then
+    summary+=("test.sh: $name ok ($((SECONDS - t0)) s)")
+  else
+    summary+=("test.sh: $name FAILED, exit $? ($((SECONDS - t0)) s)")
+    failed=1
+  fi
+}
+
+stage install bash ci/install-deps.sh --with-extras
+stage build bash ci/build.sh
+stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
 if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
-  bash ci/sanitizers.sh
-  bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"
+  stage sanitizers bash ci/sanitizers.sh
+  stage fuzz bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"
 fi
+
+echo
+printf '%s\n' "${summary[@]}"
+exit "$failed"

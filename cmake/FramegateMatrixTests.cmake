@@ -9,7 +9,7 @@
 #                              [EXTRA_ARGS <arg>...]             # appended to each `check`
 #                              [PROPERTIES <name> <value>...])   # set on every test
 #
-# The cells come from `framegate list MATRIX --json`, which runs when the target
+# The cells come from `framegate list MATRIX --json -`, which runs when the target
 # <prefix>_matrix_tests is built (after the framegate executable, like
 # gtest_discover_tests), so the expansion is framegate's own and "cuda"/"all" expand to
 # the devices of the build host. Each test runs
@@ -80,7 +80,7 @@ endfunction()
 
 # --- Script mode (cmake -P): turns `framegate list --json` into add_test() calls. ---
 if(CMAKE_SCRIPT_MODE_FILE AND OUT)
-  set(list_args list "${MATRIX}" --json)
+  set(list_args list "${MATRIX}" --json -)
   if(FILTER)
     list(APPEND list_args --filter "${FILTER}")
   endif()
@@ -91,7 +91,7 @@ if(CMAKE_SCRIPT_MODE_FILE AND OUT)
   endif()
   string(JSON timeout GET "${json}" timeout_seconds)
   string(JSON count LENGTH "${json}" cells)
-  set(script "# Generated from `framegate list ${MATRIX} --json`: ${count} cells.\n")
+  set(script "# Generated from `framegate list ${MATRIX} --json -`: ${count} cells.\n")
   if(count GREATER 0)
     math(EXPR last "${count} - 1")
     foreach(i RANGE ${last})

@@ -9,7 +9,7 @@
 
 #include "harness/cell.h"
 #include "harness/cell_status.h"
-#include "harness/frame_metrics.h"
+#include "harness/video.h"
 
 namespace framegate {
 

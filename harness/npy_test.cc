@@ -26,8 +26,8 @@ TEST(NpyTest, WriteThenReadRoundTripsShapeAndValues) {
   EXPECT_EQ(std::filesystem::file_size(path), 128u + values.size() * 4);
 }
 
-TEST(NpyTest, ReadsTheSharedReferenceVectors) {
-  StatusOr<NpyArray> ref = ReadNpy(FRAMEGATE_SHARED_DATA_DIR "/metric-vectors/blur/ref.npy");
+TEST(NpyTest, ReadsTheMetricVectorsNumPyWrote) {
+  StatusOr<NpyArray> ref = ReadNpy(FRAMEGATE_SOURCE_DIR "/tests/data/metric-vectors/blur/ref.npy");
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   ASSERT_EQ(ref->shape.size(), 4u);
   EXPECT_EQ(ref->shape[3], 3);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/checks/tolerance.h"
+
 namespace framegate {
 namespace {
 
@@ -47,6 +49,13 @@ TEST(DtypePolicyTest, ErrorsNameTheSourceTheLineAndTheProblem) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("m.toml:1:"), std::string::npos);
   EXPECT_FALSE(FindPolicy("fp13").ok());
+}
+
+TEST(DtypePolicyTest, EveryPresetPolicyHasAShippedToleranceProfile) {
+  for (const DtypePolicy& p : PresetPolicies()) {
+    EXPECT_TRUE(FindToleranceProfile(p.name).ok()) << p.name;
+  }
+  EXPECT_EQ(FindToleranceProfile("nope").status().code(), Status::Code::kInvalidInput);
 }
 
 }  // namespace

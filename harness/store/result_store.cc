@@ -115,6 +115,7 @@ Status ResultStore::RecordCells(const std::string& run_id,
       StatusOr<int64_t> row = writer_->Write(run_id, result);
       if (!row.ok()) return row.status().WithContext("cell " + result.cell.Id());
     }
+    if (before_commit_) before_commit_();
     return Status::Ok();
   });
 }

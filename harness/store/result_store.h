@@ -16,6 +16,7 @@
 // newer framegate (schema version above kStoreSchemaVersion); neither is modified.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -95,6 +96,10 @@ class ResultStore {
   Status RecordGolden(const GoldenRecord& golden);
   StatusOr<std::vector<GoldenRecord>> ListGoldens();
 
+  // Test only: called inside RecordCells' transaction after every row is written and
+  // before the commit, so that a test can kill the process with a transaction open.
+  void TEST_SetBeforeCommitHook(std::function<void()> hook) { before_commit_ = std::move(hook); }
+
   ~ResultStore();
 
  private:
@@ -102,6 +107,7 @@ class ResultStore {
   static StatusOr<std::unique_ptr<ResultStore>> OpenReadOnly(const std::string& path);
   std::unique_ptr<SqliteDb> db_;
   std::unique_ptr<CellRowWriter> writer_;  // prepared on the first RecordCell
+  std::function<void()> before_commit_;
 };
 
 // "2024-05-01T03:00:00Z": the current UTC time, as runs.started_at is written.

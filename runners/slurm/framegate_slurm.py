@@ -105,7 +105,7 @@ def gres_for(args):
         return None
     if args.gres != "auto":
         return args.gres
-    listed = run([args.framegate, "list", args.matrix, "--json"])
+    listed = run([args.framegate, "list", args.matrix, "--json", "-"])
     if listed.returncode != 0:
         raise HarnessError(last_line(listed.stderr or listed.stdout))
     cells = json.loads(listed.stdout)["cells"]

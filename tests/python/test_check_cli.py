@@ -37,7 +37,7 @@ def goldens(tmp_path_factory):
 
 
 def test_golden_list_and_check(goldens):
-    listed = json.loads(run("golden", "list", "--json", "--golden-dir", str(goldens)).stdout)
+    listed = json.loads(run("golden", "list", "--json", "-", "--golden-dir", str(goldens)).stdout)
     assert len(listed) == 1 and listed[0]["config"].startswith("golden-v1|pipeline=reference:tiny")
     r = run("golden", "check", "--golden-dir", str(goldens))
     assert r.returncode == 0 and "all intact" in r.stdout
@@ -134,14 +134,19 @@ def test_metrics_json_npy_png_and_shapes(tmp_path):
     np.save(tmp_path / "same.npy", ref)
     noisy = np.clip(ref + np.random.default_rng(0).normal(0, 0.01, ref.shape), 0, 1).astype(np.float32)
     np.save(tmp_path / "noisy.npy", noisy)
-    same = json.loads(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "same.npy"), "--json").stdout)
+    same = json.loads(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "same.npy"), "--json", "-").stdout)
     assert all(f["psnr"] is None and f["ssim"] == 1.0 for f in same["frames"])
-    m = json.loads(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "noisy.npy"), "--json").stdout)
+    m = json.loads(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "noisy.npy"), "--json", "-").stdout)
     mse = ((noisy.astype(np.float64) - ref) ** 2).mean(axis=(1, 2, 3))
     assert np.allclose([f["psnr"] for f in m["frames"]], 10 * np.log10(1 / mse), atol=1e-3)
     assert m["health"]["defect"] == "none" and len(m["frames"]) == 6
     for key in ("max_abs", "rel_l2", "temporal_rel_l2", "cosine", "min_psnr", "mean_ssim"):
         assert key in m
+    # --json FILE writes the same JSON to the file and keeps the text on stdout.
+    to_file = run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "noisy.npy"), "--json",
+                  str(tmp_path / "m.json"))
+    assert json.loads((tmp_path / "m.json").read_text()) == m
+    assert "min_psnr" in to_file.stdout and not to_file.stdout.lstrip().startswith("{")
     # uint8 npy and a PNG folder read as the same video.
     u8 = np.round(ref * 255).astype(np.uint8)
     np.save(tmp_path / "u8.npy", u8)
@@ -150,7 +155,7 @@ def test_metrics_json_npy_png_and_shapes(tmp_path):
     import matplotlib.image
     for i, f in enumerate(u8):
         matplotlib.image.imsave(frames_dir / f"frame_{i:04d}.png", f)
-    a = json.loads(run("metrics", str(tmp_path / "u8.npy"), str(frames_dir), "--json").stdout)
+    a = json.loads(run("metrics", str(tmp_path / "u8.npy"), str(frames_dir), "--json", "-").stdout)
     assert all(f["psnr"] is None for f in a["frames"]), a["frames"]
     np.save(tmp_path / "short.npy", ref[:4])
     one_line_error(run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / "short.npy")), "short.npy")
@@ -168,7 +173,7 @@ def test_metrics_tells_nan_black_and_frozen_apart(tmp_path):
     }
     for kind, cand in cases.items():
         np.save(tmp_path / f"{kind}.npy", cand)
-        r = run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / f"{kind}.npy"), "--json")
+        r = run("metrics", str(tmp_path / "ref.npy"), str(tmp_path / f"{kind}.npy"), "--json", "-")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["health"]["defect"] == kind
 

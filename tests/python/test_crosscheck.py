@@ -20,7 +20,7 @@ FRAMEGATE = os.environ.get("FRAMEGATE_BIN")
 needs_binary = pytest.mark.skipif(
     not FRAMEGATE,
     reason="FRAMEGATE_BIN is not set: point it at the built framegate binary "
-           "(e.g. build/harness/framegate) or run through ctest")
+           "(e.g. build/bin/framegate) or run through ctest")
 
 TOLERANCE = 1e-5
 SEED = 3

@@ -53,7 +53,7 @@ def test_every_subcommand_has_help():
 
 
 def test_info_reports_libtorch_blas_threads_and_cpu():
-    info = json.loads(run("info", "--json", "--threads", "1").stdout)
+    info = json.loads(run("info", "--json", "-", "--threads", "1").stdout)
     assert info["libtorch"].startswith(("1.", "2."))
     assert info["threads"] == 1
     assert "blas" in info["blas"] or "openblas" in info["blas"]
@@ -123,7 +123,7 @@ def test_audit_of_a_package(package):
 
 
 def test_info_reports_weight_bytes_per_policy_fp8_a_quarter_of_fp32():
-    info = json.loads(run("info", "--json", "--policy", "fp32", "--policy", "fp8e4m3-bf16",
+    info = json.loads(run("info", "--json", "-", "--policy", "fp32", "--policy", "fp8e4m3-bf16",
                           "--policy", "bf16").stdout)
     rows = {row["policy"]: row for row in info["policies"]}
     assert rows["fp8e4m3-bf16"]["weight_bytes"] * 4 == rows["fp32"]["weight_bytes"]

@@ -17,7 +17,7 @@ def run(*args, check=True, cwd=None):
 
 
 def cells(*args):
-    return json.loads(run("list", *args, "--json").stdout)["cells"]
+    return json.loads(run("list", *args, "--json", "-").stdout)["cells"]
 
 
 def proc_cpu_flags():
@@ -40,8 +40,8 @@ def test_list_defaults_to_the_local_matrix_from_any_directory(tmp_path):
 
 def test_every_shipped_matrix_lists_by_name_and_by_path():
     for name in ("local", "smoke", "nightly", "qualification"):
-        by_name = json.loads(run("list", name, "--json").stdout)
-        by_path = json.loads(run("list", str(SOURCE / "matrix" / f"{name}.toml"), "--json").stdout)
+        by_name = json.loads(run("list", name, "--json", "-").stdout)
+        by_path = json.loads(run("list", str(SOURCE / "matrix" / f"{name}.toml"), "--json", "-").stdout)
         assert by_name["sha256"] == by_path["sha256"], f"{name}: the compiled-in copy is stale"
         assert [c["cell_id"] for c in by_name["cells"]] == [c["cell_id"] for c in by_path["cells"]]
         assert all(re.fullmatch(r"[0-9a-f]{16}", c["cell_id"]) for c in by_name["cells"])
@@ -57,7 +57,7 @@ def test_smoke_marks_fault_cells_xfail_and_only_fp16_unsupported_here():
 
 
 def test_qualification_is_unsupported_without_a_gpu():
-    devices = json.loads(run("devices", "--json").stdout)["devices"]
+    devices = json.loads(run("devices", "--json", "-").stdout)["devices"]
     if len(devices) > 1:
         pytest.skip("this host has a GPU")
     qualification = cells("qualification")
@@ -114,7 +114,7 @@ def test_bad_filter_and_shard_exit_2():
 def test_devices_reports_the_cpu_from_proc():
     text = run("devices").stdout
     assert text.startswith("cpu  ")
-    info = json.loads(run("devices", "--json").stdout)
+    info = json.loads(run("devices", "--json", "-").stdout)
     cpu = info["devices"][0]
     assert cpu["device"] == "cpu" and cpu["cores"] >= 1 and cpu["name"]
     flags = proc_cpu_flags()

@@ -77,7 +77,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path, goldens):
 
 def test_shards_partition_the_matrix(tmp_path):
     listed = lambda *a: {c["cell_id"] for c in json.loads(subprocess.run(
-        [FRAMEGATE, "list", "nightly", "--json", *a], capture_output=True, text=True,
+        [FRAMEGATE, "list", "nightly", "--json", "-", *a], capture_output=True, text=True,
         check=True).stdout)["cells"]}
     everything = listed()
     shards = [listed("--shard", f"{i}/3") for i in (1, 2, 3)]

@@ -141,7 +141,7 @@ def test_compare_finds_a_newly_failing_cell_and_exits_1(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "newly_failing (1) REGRESSION" in r.stdout and broken in r.stdout
     assert "PASS -> NONFINITE  NaN at step 3" in r.stdout
-    j = run("compare", "run-a", "run-b", "--db", db, "--json")
+    j = run("compare", "run-a", "run-b", "--db", db, "--json", "-")
     assert j.returncode == 1
     report = json.loads(j.stdout)
     assert report["regressions"] == 1
@@ -168,13 +168,13 @@ def test_history_by_id_and_by_filter(tmp_path):
     assert cell in r.stdout and "(3 runs)" in r.stdout
     lines = [l for l in r.stdout.splitlines() if "night-" in l]
     assert [l.split()[1] for l in lines] == ["night-0", "night-1", "night-2"]  # oldest first
-    j = json.loads(run("history", cell, "--db", db, "--json", "--limit", "2").stdout)
+    j = json.loads(run("history", cell, "--db", db, "--json", "-", "--limit", "2").stdout)
     assert [p["run_id"] for p in j["cells"][0]["history"]] == ["night-1", "night-2"]
     assert len(j["cells"][0]["history"][0]["generation_seconds"]) == 5
-    f = json.loads(run("history", "--filter", "policy=bf16,device=cpu", "--db", db, "--json").stdout)
+    f = json.loads(run("history", "--filter", "policy=bf16,device=cpu", "--db", db, "--json", "-").stdout)
     assert sorted(c["label"] for c in f["cells"]) == ["reference:tiny cpu bf16 seed=1",
                                                       "reference:tiny cpu bf16 seed=5"]
-    glob = json.loads(run("history", "--filter", "policy=fp*", "--db", db, "--json").stdout)
+    glob = json.loads(run("history", "--filter", "policy=fp*", "--db", db, "--json", "-").stdout)
     assert len(glob["cells"]) == 4  # seeds 0..5: fp32 (0, 4), fp16-emulated (2), fp8-e4m3 (3)
 
 
@@ -205,7 +205,7 @@ def test_regressions_flags_two_consecutive_failures_only(tmp_path):
     assert twice.returncode == 1, twice.stdout + twice.stderr
     assert "REGRESSION  failing  status  reference:tiny cpu fp32 seed=0" in twice.stdout
     assert "2 runs in a row since night-3" in twice.stdout and "min_psnr 21 < 30" in twice.stdout
-    report = json.loads(run("regressions", "--db", db, "--json").stdout)
+    report = json.loads(run("regressions", "--db", db, "--json", "-").stdout)
     assert report["regressions"] == 1 and report["findings"][0]["cell_ids"] == [cell]
     baseline = run("regressions", "--db", db, "--baseline", "night-1")
     assert baseline.returncode == 1 and "(baseline night-1)" in baseline.stdout

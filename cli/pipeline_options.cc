@@ -1,0 +1,66 @@
+// The options every command that runs a pipeline shares, parsed in one place.
+#include "cli/commands.h"
+#include "pipelines/pipeline_config.h"
+#include "pipelines/model_package.h"
+#include "runners/cell_runner.h"
+
+#include <sstream>
+
+namespace framegate {
+
+void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
+  auto* size = app->add_option("--size", o->size, "Reference pipeline size: tiny, small, large")
+                   ->capture_default_str();
+  app->add_option("--model", o->model_dir, "A TorchScript model package folder instead of --size")
+      ->check(CLI::ExistingDirectory)
+      ->excludes(size);
+  app->add_option("--policy", o->policy,
+                  "Dtype policy preset (check: a comma-separated list): fp32, bf16, fp16, fp16-fp32norm, fp16-emulated, "
+                  "fp8e4m3-bf16, fp8e5m2-bf16, tf32, fp16-reduced-accum")
+      ->capture_default_str();
+  app->add_option("--device", o->device, "Device: cpu or cuda:N")->capture_default_str();
+  app->add_option("--seed", o->seed, "Seed of the initial noise and conditioning")
+      ->capture_default_str();
+  app->add_option("--weight-seed", o->weight_seed, "Seed of the reference model's weights")
+      ->capture_default_str();
+  app->add_option("--fault", o->fault,
+                  "Fault case to build into the reference model: time-embed-fp32, "
+                  "attn-overflow, activation-overflow, input-fp32, fp8-no-upcast");
+  app->add_option("--steps", o->steps, "Sampler steps (default: the size's or the package's)")
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--sampler", o->sampler, "Sampler: ddim or euler (default: the size's)")
+      ->check(CLI::IsMember({"ddim", "euler"}));
+  app->add_option("--guidance", o->guidance, "Classifier-free guidance scale (>= 1)")
+      ->check(CLI::Range(1.0, 100.0));
+}
+
+std::vector<Cell> PipelineCliOptions::ToCells() const {
+  std::vector<Cell> cells;
+  std::stringstream policies(policy);
+  std::string name;
+  while (std::getline(policies, name, ',')) {
+    if (name.empty()) continue;
+    Cell cell;
+    cell.size = size;
+    cell.model_dir = model_dir;
+    cell.device = device;
+    cell.policy = name;
+    cell.seed = seed;
+    cell.fault = fault == "none" ? "" : fault;
+    cell.sampler = sampler;
+    cell.steps = steps;
+    cell.guidance = guidance;
+    cells.push_back(cell);
+  }
+  return cells;
+}
+
+StatusOr<PipelineSpec> PipelineCliOptions::ToSpec() const {
+  const std::vector<Cell> cells = ToCells();
+  if (cells.size() != 1) return Status::InvalidInput("--policy: give exactly one policy, not '" + policy + "'");
+  StatusOr<PipelineSpec> spec = SpecOfCell(cells[0]);
+  if (spec.ok()) spec->weight_seed = weight_seed;
+  return spec;
+}
+
+}  // namespace framegate

@@ -1,0 +1,436 @@
+// framegate run: the matrix runner. Expands a matrix (or ad-hoc axes), runs every cell in
+// its own process, records each finished cell in the SQLite store, prints the summary and
+// a per-device verdict, and writes the reports asked for. Also `run-cell` (hidden: one
+// cell in this process, for the runner) and `report RUN_ID` (reports from the store).
+// Exit: 0 every cell passed (XFAIL and UNSUPPORTED count as passing), 1 a cell failed,
+// 2 harness or usage error, 130 interrupted (resume with --resume RUN_ID).
+#include <ATen/Context.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/golden_file.h"
+#include "harness/build_info.h"
+#include "harness/cell_result_json.h"
+#include "cli/commands.h"
+#include "cli/output_file.h"
+#include "harness/sha256.h"
+#include "harness/store/result_store.h"
+#include "matrix/device_discovery.h"
+#include "matrix/matrix_spec.h"
+#include "matrix/shard.h"
+#include "matrix/unsupported.h"
+#include "reports/benchmark_json.h"
+#include "reports/html_report.h"
+#include "reports/json_report.h"
+#include "reports/junit_report.h"
+#include "reports/terminal_report.h"
+#include "runners/cell_runner.h"
+#include "runners/matrix_runner.h"
+
+namespace framegate {
+namespace {
+
+constexpr int kExitInterrupted = 130;
+std::atomic<bool> g_stop{false};
+extern "C" void OnStopSignal(int) { g_stop = true; }
+
+struct ReportOutputs {
+  std::string html_dir, junit_path, json_path, bench_json_path;
+  void AddTo(CLI::App* app) {
+    app->add_option("--html", html_dir, "Write the HTML report (frames, plots) into this folder");
+    AddOutputFileOption(app, "--junit", &junit_path, "Write JUnit XML (one testcase per cell)");
+    AddOutputFileOption(app, "--json", &json_path, "Write the run and its cells as JSON");
+    AddOutputFileOption(app, "--bench-json", &bench_json_path,
+                        "Write timings as Google Benchmark JSON (for compare.py)");
+  }
+  // The run's text goes to stderr when one of these goes to stdout.
+  std::ostream& Text() const { return TextStream({junit_path, json_path, bench_json_path}); }
+  int TextFd() const { return &Text() == &std::cerr ? STDERR_FILENO : STDOUT_FILENO; }
+};
+
+struct RunOptions {
+  std::string matrix;
+  PipelineCliOptions pipeline;
+  bool adhoc = false;
+  std::string db = "framegate.db";
+  std::string golden_dir;
+  std::string shard;
+  std::string tags = "local";
+  std::string resume;
+  std::string artifacts;
+  double timeout = 0;
+  int repeats = 0, warmup = -1, threads = 0;
+  bool fallback = false, deterministic = false, fp64_ref = false, probes = false;
+  ReportOutputs reports;
+};
+
+std::string NewRunId() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  std::random_device rd;
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", rd());
+  return std::string(stamp) + "-" + hex;
+}
+
+std::string SelfPath() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "framegate" : p.string();
+}
+
+std::string Hostname() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// Golden frames for the HTML report, read from the golden file a cell was judged with.
+StatusOr<Video> ReadGoldenVideo(const std::string& path) {
+  StatusOr<Golden> g = ReadGolden(path);
+  if (!g.ok()) return g.status();
+  const at::Tensor f = g->frames.contiguous();
+  return VideoFromFloat32(path, f.sizes().vec(), f.data_ptr<float>());
+}
+
+// Writes the reports asked for; the first error wins.
+Status WriteReports(const RunRecord& run, ResultStore& store, const ReportOutputs& out,
+                    const nlohmann::json& device_verdicts) {
+  if (!out.json_path.empty()) {
+    nlohmann::json j = RunRecordToJson(run);
+    j["run_id"] = run.info.run_id;
+    j["device_verdicts"] = device_verdicts;
+    FG_RETURN_IF_ERROR(WriteOutputFile(out.json_path, j.dump(2) + "\n"));
+  }
+  if (!out.junit_path.empty()) FG_RETURN_IF_ERROR(WriteOutputFile(out.junit_path, JunitXml(run)));
+  if (!out.bench_json_path.empty()) {
+    FG_RETURN_IF_ERROR(WriteOutputFile(out.bench_json_path, BenchmarkJson(run).dump(2) + "\n"));
+  }
+  if (!out.html_dir.empty()) {
+    HtmlReportOptions options;
+    options.read_golden = ReadGoldenVideo;
+    for (const CellResult& c : run.cells) {
+      StatusOr<std::vector<HistoryPoint>> history = store.CellHistory(c.cell.Id(), 20);
+      if (!history.ok()) continue;
+      for (const HistoryPoint& p : *history) {
+        if (p.run_id == run.info.run_id) continue;
+        options.history[c.cell.Id()].push_back({p.run_id, p.started_at, p.result});
+      }
+    }
+    FG_RETURN_IF_ERROR(WriteHtmlReport(run, options, out.html_dir));
+  }
+  return Status::Ok();
+}
+
+// The hardware-qualification answer per device: qualified when no cell failed on it.
+nlohmann::json DeviceVerdicts(const RunRecord& run, std::ostream& out) {
+  std::map<std::string, std::vector<const CellResult*>> failing;
+  std::map<std::string, int> cells;
+  for (const CellResult& c : run.cells) {
+    ++cells[c.cell.device];
+    if (IsFailure(c.status)) failing[c.cell.device].push_back(&c);
+  }
+  nlohmann::json verdicts = nlohmann::json::array();
+  out << "\nPer-device verdict:\n";
+  for (const auto& [device, n] : cells) {
+    std::string name = device;
+    for (const DeviceInfo& d : run.devices) {
+      if (d.device == device && !d.name.empty()) name = device + " (" + d.name + ")";
+    }
+    nlohmann::json failed = nlohmann::json::array();
+    for (const CellResult* c : failing[device]) {
+      failed.push_back({{"cell_id", c->cell.Id()}, {"label", c->cell.Label()},
+                        {"status", StatusName(c->status)}, {"policy", c->cell.policy}});
+    }
+    const bool qualified = failed.empty();
+    out << "  " << name << ": " << (qualified ? "qualified" : "NOT QUALIFIED") << " (" << n
+        << " cells";
+    if (!qualified) out << ", " << failed.size() << " failing";
+    out << ")\n";
+    for (const auto& f : failed) {
+      out << "    " << f["status"].get<std::string>() << "  " << f["label"].get<std::string>() << "\n";
+    }
+    verdicts.push_back({{"device", device}, {"name", name}, {"qualified", qualified},
+                        {"cells", n}, {"failing", failed}});
+  }
+  return verdicts;
+}
+
+RunInfo MakeRunInfo(const RunOptions& o, const MatrixSpec& spec, const std::string& command) {
+  const BuildInfo build = CollectBuildInfo();
+  RunInfo info;
+  info.run_id = o.resume.empty() ? NewRunId() : o.resume;
+  info.started_at = NowIso8601();
+  info.host = Hostname();
+  info.git_sha = build.git_sha;
+  info.framegate_version = build.framegate_version;
+  info.libtorch_version = build.libtorch_version;
+  info.blas = build.blas;
+  info.tags = o.tags;
+  info.matrix_path = o.adhoc ? "" : spec.source;
+  info.matrix_sha256 = spec.sha256;
+  info.command = command;
+  info.shard = o.shard;
+  return info;
+}
+
+StatusOr<MatrixSpec> CellsToRun(const RunOptions& o, const std::vector<DeviceInfo>& found) {
+  if (!o.adhoc) return LoadMatrix(o.matrix.empty() ? "local" : o.matrix, found);
+  MatrixSpec spec;
+  spec.source = "(ad-hoc axes)";
+  spec.name = "ad-hoc";
+  spec.cells = o.pipeline.ToCells();
+  for (const Cell& c : spec.cells) {
+    StatusOr<PipelineSpec> checked = SpecOfCell(c);  // unknown names are usage errors
+    if (!checked.ok()) return checked.status();
+  }
+  return spec;
+}
+
+int RunMatrix(const RunOptions& o, const std::string& command) {
+  const std::vector<DeviceInfo> found = DiscoverDevices();
+  StatusOr<MatrixSpec> spec = CellsToRun(o, found);
+  if (!spec.ok()) return ReportError(spec.status());
+  std::vector<Cell> cells = spec->cells;
+  if (!o.shard.empty()) {
+    StatusOr<ShardSpec> shard = ParseShard(o.shard);
+    if (!shard.ok()) return ReportError(shard.status());
+    cells = ShardCells(cells, shard->index, shard->count);
+  }
+  StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(o.db);
+  if (!store.ok()) return ReportError(store.status());
+  RunInfo info = MakeRunInfo(o, *spec, command);
+  std::set<std::string> done;
+  if (!o.resume.empty()) {
+    StatusOr<RunInfo> earlier = (*store)->LoadRunInfo(o.resume);
+    if (!earlier.ok()) return ReportError(earlier.status());
+    info = *earlier;
+    info.state = "running";
+    StatusOr<std::set<std::string>> ids = (*store)->FinishedCellIds(o.resume);
+    if (!ids.ok()) return ReportError(ids.status());
+    done = *ids;
+  }
+  std::vector<DeviceInfo> used;
+  for (const DeviceInfo& d : found) {
+    for (const Cell& c : cells) {
+      if (c.device == d.device) { used.push_back(d); break; }
+    }
+  }
+  Status begun = (*store)->BeginRun(info, used);
+  if (!begun.ok()) return ReportError(begun);
+  std::ostream& text = o.reports.Text();
+  text << "run " << info.run_id << std::endl;
+
+  const TerminalStyle style = DetectTerminalStyle(o.reports.TextFd());
+  ProgressPrinter progress(text, static_cast<int>(cells.size()), style, SteadyNowSeconds);
+  const auto record = [&](const CellResult& r) -> Status {
+    FG_RETURN_IF_ERROR((*store)->RecordCell(info.run_id, r));
+    progress.CellFinished(r);
+    return Status::Ok();
+  };
+  std::vector<Cell> to_run;
+  for (const Cell& c : cells) {
+    if (done.count(c.Id())) continue;
+    const std::string unsupported = UnsupportedReason(c, found);
+    if (unsupported.empty()) {
+      to_run.push_back(c);
+      continue;
+    }
+    CellResult r;
+    r.cell = c;
+    r.policy_used = c.policy;
+    r.status = CellStatus::kUnsupported;
+    r.reason = unsupported;
+    r.repro = CheckCommandFor(c, o.golden_dir);
+    const Status s = record(r);
+    if (!s.ok()) return ReportError(s);
+  }
+  CellProcessOptions p;
+  p.framegate_binary = SelfPath();
+  p.cell.golden_dir = o.golden_dir;
+  p.cell.artifacts_dir = o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
+  p.timeout_seconds = o.timeout > 0 ? o.timeout : (spec->timeout_seconds > 0 ? spec->timeout_seconds : 600);
+  p.threads = o.threads;
+  p.cell.repeats = o.repeats > 0 ? o.repeats : spec->repeats;
+  p.cell.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
+  p.deterministic = o.deterministic;
+  p.fallback = o.fallback;
+  p.cell.fp64_ref = o.fp64_ref;
+  p.cell.probes = o.probes;
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  StatusOr<MatrixRunSummary> summary = RunCellsInProcesses(
+      to_run, p, [&](const Cell& c) { progress.CellStarted(c); }, record, &g_stop);
+  progress.Finish();
+  if (!summary.ok()) {
+    (*store)->FinishRun(info.run_id, "interrupted", NowIso8601());
+    return ReportError(summary.status());
+  }
+  const bool interrupted = summary->interrupted;
+  Status finished = (*store)->FinishRun(info.run_id, interrupted ? "interrupted" : "finished", NowIso8601());
+  if (!finished.ok()) return ReportError(finished);
+  StatusOr<RunRecord> run = (*store)->LoadRun(info.run_id);
+  if (!run.ok()) return ReportError(run.status());
+  WriteTerminalSummary(*run, style, text);
+  const nlohmann::json verdicts = DeviceVerdicts(*run, text);
+  const Status written = WriteReports(*run, **store, o.reports, verdicts);
+  if (!written.ok()) return ReportError(written);
+  if (interrupted) {
+    text << "interrupted: " << summary->finished << " cells recorded; finish with: "
+              << command << " --resume " << info.run_id << "\n";
+    return kExitInterrupted;
+  }
+  if (summary->harness_error) return kExitHarnessError;
+  for (const CellResult& c : run->cells) {
+    if (IsFailure(c.status)) return kExitFailed;
+  }
+  return kExitOk;
+}
+
+// run-cell: one cell in this process, its result as JSON in --result (written atomically).
+struct RunCellOptions {
+  std::string cell_path, result_path;
+  CellRunOptions run;
+  int threads = 0;
+  bool deterministic = false;
+};
+
+int RunOneCell(const RunCellOptions& o) {
+  std::ifstream in(o.cell_path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  StatusOr<Cell> cell = CellFromJson(j);
+  if (!cell.ok()) return ReportError(cell.status().WithContext(o.cell_path));
+  TEST_InjectCellFault(*cell);
+  ConfigureThreads(o.threads);
+  if (o.deterministic) {
+    at::globalContext().setDeterministicAlgorithms(true, false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+  StatusOr<CellResult> result = RunCell(*cell, o.run);
+  if (!result.ok()) return ReportError(result.status());
+  const std::string tmp = o.result_path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << CellResultToJson(*result).dump() << "\n";
+    if (!out) return ReportError(Status::IoError(tmp + ": cannot write"));
+  }
+  std::filesystem::rename(tmp, o.result_path);
+  return kExitOk;
+}
+
+struct ReportOptions {
+  std::string run_id;
+  std::string db = "framegate.db";
+  ReportOutputs outputs;
+};
+
+int RunReport(const ReportOptions& o) {
+  StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(o.db, ResultStore::OpenMode::kExisting);
+  if (!store.ok()) return ReportError(store.status());
+  std::string run_id = o.run_id;
+  if (run_id == "latest") {
+    StatusOr<std::vector<RunInfo>> runs = (*store)->ListRuns();
+    if (!runs.ok()) return ReportError(runs.status());
+    if (runs->empty()) return ReportError(Status::NotFound(o.db + ": no runs"));
+    run_id = runs->back().run_id;
+  }
+  StatusOr<RunRecord> run = (*store)->LoadRun(run_id);
+  if (!run.ok()) return ReportError(run.status());
+  std::ostream& text = o.outputs.Text();
+  WriteTerminalSummary(*run, DetectTerminalStyle(o.outputs.TextFd()), text);
+  const nlohmann::json verdicts = DeviceVerdicts(*run, text);
+  const Status written = WriteReports(*run, **store, o.outputs, verdicts);
+  return written.ok() ? kExitOk : ReportError(written);
+}
+
+}  // namespace
+
+Command AddRunCommand(CLI::App& parent) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "run", "Run a matrix (default: local), each cell in its own process, into the SQLite store");
+  app->add_option("MATRIX", o->matrix,
+                  "Matrix file or shipped name: local, smoke, nightly, qualification");
+  AddPipelineOptions(app, &o->pipeline);
+  AddGoldenDirOption(app, &o->golden_dir);
+  app->add_option("--db", o->db, "SQLite results file")->capture_default_str();
+  app->add_option("--shard", o->shard, "Run shard i of n (1-based): i/n");
+  app->add_option("--tags", o->tags, "Tags of the run: nightly, qualification, ...")->capture_default_str();
+  app->add_option("--timeout", o->timeout, "Seconds per cell (default: the matrix's, else 600)");
+  app->add_option("--resume", o->resume, "Finish an interrupted run without redoing its cells");
+  app->add_option("--artifacts", o->artifacts,
+                  "Folder for the cells' frames (default: framegate-artifacts)");
+  app->add_option("--repeats", o->repeats, "Timed runs per cell (default: the matrix's)");
+  app->add_option("--warmup", o->warmup, "Untimed runs per cell (default: the matrix's)");
+  app->add_flag("--fallback", o->fallback,
+                "Retry NONFINITE/BROKEN_FRAMES cells with the next safer policy");
+  app->add_flag("--deterministic", o->deterministic,
+                "Deterministic algorithms, TF32 off (cuBLAS workspace: set CUBLAS_WORKSPACE_CONFIG)");
+  app->add_flag("--fp64-ref", o->fp64_ref,
+                "Also run each cell's config in FP64 on the CPU: fp64_error_ratio");
+  app->add_flag("--probes", o->probes, "Record each module's range and headroom to overflow");
+  AddThreadsOption(app, &o->threads);
+  o->reports.AddTo(app);
+  app->callback([app, o] {
+    const bool axes = app->count("--size") + app->count("--model") + app->count("--policy") +
+                          app->count("--fault") + app->count("--seed") > 0;
+    o->adhoc = o->matrix.empty() && axes;
+    if (!o->matrix.empty() && axes) {
+      throw CLI::ValidationError("MATRIX", "give a matrix or ad-hoc axes, not both");
+    }
+  });
+  return {app, [o] {
+            std::string line = "framegate run";
+            if (!o->matrix.empty()) line += " " + o->matrix;
+            if (o->adhoc) {
+              const Cell c = o->pipeline.ToCells().front();
+              line += (c.model_dir.empty() ? " --size " + c.size : " --model " + c.model_dir) +
+                      " --policy " + o->pipeline.policy + " --seed " + std::to_string(c.seed);
+              if (!c.fault.empty()) line += " --fault " + c.fault;
+            }
+            line += " --db " + o->db;
+            return RunMatrix(*o, line);
+          }};
+}
+
+Command AddRunCellCommand(CLI::App& parent) {
+  auto o = std::make_shared<RunCellOptions>();
+  CLI::App* app = parent.add_subcommand("run-cell", "");  // hidden: the runner's cell process
+  app->group("");
+  app->add_option("--cell", o->cell_path)->required();
+  app->add_option("--result", o->result_path)->required();
+  app->add_option("--golden-dir", o->run.golden_dir)->required();
+  app->add_option("--artifacts", o->run.artifacts_dir);
+  app->add_option("--threads", o->threads);
+  app->add_option("--repeats", o->run.repeats);
+  app->add_option("--warmup", o->run.warmup);
+  app->add_flag("--deterministic", o->deterministic);
+  app->add_flag("--fp64-ref", o->run.fp64_ref);
+  app->add_flag("--probes", o->run.probes);
+  return {app, [o] { return RunOneCell(*o); }};
+}
+
+Command AddReportCommand(CLI::App& parent) {
+  auto o = std::make_shared<ReportOptions>();
+  CLI::App* app = parent.add_subcommand("report", "Summary and reports of a stored run");
+  app->add_option("RUN", o->run_id, "Run id, or 'latest'")->required();
+  app->add_option("--db", o->db, "SQLite results file")->capture_default_str();
+  o->outputs.AddTo(app);
+  return {app, [o] { return RunReport(*o); }};
+}
+
+}  // namespace framegate
