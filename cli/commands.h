@@ -43,12 +43,13 @@ Command AddListCommand(CLI::App& parent);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);
-// The options that pick one pipeline config: --size | --model, --policy, --device,
+// The options that pick one pipeline config: --size | --model, --policy [--policy-file], --device,
 // --seed, --weight-seed, --fault, --steps, --sampler, --guidance.
 struct PipelineCliOptions {
   std::string size = "tiny";
   std::string model_dir;
   std::string policy = "fp32";
+  std::string policy_file;  // --policy-file: defines policies that are not presets
   std::string device = "cpu";
   std::string fault;
   std::string sampler;

@@ -4,6 +4,7 @@
 #include "pipelines/model_package.h"
 #include "runners/cell_runner.h"
 
+#include <filesystem>
 #include <sstream>
 
 namespace framegate {
@@ -18,6 +19,10 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
                   "Dtype policy preset (check: a comma-separated list): fp32, bf16, fp16, fp16-fp32norm, fp16-emulated, "
                   "fp8e4m3-bf16, fp8e5m2-bf16, tf32, fp16-reduced-accum")
       ->capture_default_str();
+  app->add_option("--policy-file", o->policy_file,
+                  "TOML file whose [policy.NAME] tables define more policies (a matrix file, "
+                  "or what `framegate advise` printed)")
+      ->check(CLI::ExistingFile);
   app->add_option("--device", o->device, "Device: cpu or cuda:N")->capture_default_str();
   app->add_option("--seed", o->seed, "Seed of the initial noise and conditioning")
       ->capture_default_str();
@@ -45,6 +50,9 @@ std::vector<Cell> PipelineCliOptions::ToCells() const {
     cell.model_dir = model_dir;
     cell.device = device;
     cell.policy = name;
+    if (!policy_file.empty() && !FindPolicy(name).ok()) {
+      cell.policy_file = std::filesystem::absolute(policy_file).lexically_normal().string();
+    }
     cell.seed = seed;
     cell.fault = fault == "none" ? "" : fault;
     cell.sampler = sampler;

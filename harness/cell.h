@@ -24,6 +24,9 @@ struct Cell {
   // Not identity: how the cell is judged and scheduled.
   std::string tolerance;              // tolerance profile, "" for the policy's own
   std::string xfail;                  // reason the cell is expected to fail, "" if not
+  // The TOML file ([policy.NAME] tables: a matrix or a policy file) that defines `policy`
+  // when it is not a preset; "" for a preset.
+  std::string policy_file;
   std::vector<std::string> requirements;  // matrix `requires`, e.g. "cuda", "bf16": capabilities it needs
 
   // 16 lowercase hex digits: sha256 of CanonicalString(), truncated.

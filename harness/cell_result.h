@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,7 +58,10 @@ struct FrameHealth {
 struct FirstNonfinite {
   bool found = false;
   int step = 0;        // sampler step, 0-based; -1 for the decoder
-  std::string module;  // "blocks.0.spatial_attn.logits"
+  std::string module;  // "blocks.0.spatial_attn.logits", "denoiser.blocks.0.attn"
+  // The op inside `module` whose output was the first non-finite value ("aten::log"),
+  // when ops are watched (model packages); "" when the module's output was.
+  std::string op;
   NonfiniteCount count;
 };
 
@@ -70,6 +74,28 @@ struct ModuleProbe {
   double underflow_fraction = 0;   // of non-zero values below its smallest normal
   // log2(dtype max / absmax): doublings left before overflow; +inf when absmax is 0.
   double headroom_bits = 0;
+  // Error against the same module in the cell's FP32 run, as SQNR in dB:
+  // 20 log10(||ref|| / ||ref - x||) over the whole run; +inf when equal; NaN when not
+  // measured (no FP32 run, or the module did not run there).
+  double sqnr_db = std::numeric_limits<double>::quiet_NaN();
+};
+
+// The precision advisor's answer for a failing cell (`framegate advise`, docs/advise.md):
+// the modules to keep in FP32 so that the cell passes, proven by a run.
+struct AdviceRun {
+  std::vector<std::string> islands;  // module paths kept in FP32 in this run
+  CellStatus status = CellStatus::kUnresolved;
+  std::string reason;
+};
+struct Advice {
+  CellStatus status_before = CellStatus::kUnresolved;
+  CellStatus status_after = CellStatus::kUnresolved;  // of the final islands' run
+  std::vector<std::string> islands;  // the final set (module paths); empty when none found
+  std::string policy_name;           // the suggested policy ("fp16-emulated-islands")
+  std::string policy_toml;           // its [policy.NAME] table, ready for a matrix file
+  double fp32_weight_fraction = 0;   // share of the weights the islands keep in FP32
+  std::vector<AdviceRun> runs;       // every run tried, in order
+  bool found() const { return status_after == CellStatus::kPass; }
 };
 
 struct CellTimings {
@@ -91,10 +117,18 @@ struct CellResult {
   // frames"; UNRESOLVED: "no golden: <path> (make it: framegate golden make ...)".
   std::string reason;
   std::string error_class;  // ERROR only: "dtype_mismatch", ...
+  // ERROR only: the module path and op where the exception was raised, when known
+  // ("denoiser.embed.time_mlp.0", "aten::linear").
+  std::string error_module;
+  std::string error_op;
   std::optional<ComparisonMetrics> metrics;  // when a golden was compared
   FrameHealth health;
   FirstNonfinite first_nonfinite;
   std::vector<ModuleProbe> probes;  // least headroom first
+  // What NaN localisation and probes could see of the model ("37 module calls, 212 ops
+  // watched; 1 free function not entered"); "" for the reference model (sees everything).
+  std::string observed;
+  std::optional<Advice> advice;     // when `framegate advise` ran on this cell
   CellTimings timings;
   std::string golden;         // golden file used, "" when none
   std::string artifacts_dir;  // candidate frames/latents saved here, "" when not kept

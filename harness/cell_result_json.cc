@@ -109,6 +109,13 @@ ComparisonMetrics MetricsFromJson(const json& j) {
   return m;
 }
 
+CellStatus StatusFromJson(const json& j) {
+  const std::string name = j.get<std::string>();
+  const std::optional<CellStatus> status = ParseStatus(name);
+  if (!status) throw std::invalid_argument("unknown status '" + name + "'");
+  return *status;
+}
+
 }  // namespace
 
 json MetricsToJson(const ComparisonMetrics& m) {
@@ -121,6 +128,36 @@ json MetricsToJson(const ComparisonMetrics& m) {
     j[n.name] = n.name == "min_psnr" ? Psnr(n.value) : Number(n.value);
   }
   return j;
+}
+
+json AdviceToJson(const Advice& a) {
+  json runs = json::array();
+  for (const AdviceRun& run : a.runs) {
+    runs.push_back({{"islands", run.islands}, {"status", StatusName(run.status)},
+                    {"reason", run.reason}});
+  }
+  return {{"status_before", StatusName(a.status_before)},
+          {"status_after", StatusName(a.status_after)},
+          {"islands", a.islands},
+          {"policy_name", a.policy_name},
+          {"policy_toml", a.policy_toml},
+          {"fp32_weight_fraction", Number(a.fp32_weight_fraction)},
+          {"runs", runs}};
+}
+
+Advice AdviceFromJson(const json& j) {
+  Advice a;
+  a.status_before = StatusFromJson(j.at("status_before"));
+  a.status_after = StatusFromJson(j.at("status_after"));
+  a.islands = j.at("islands").get<std::vector<std::string>>();
+  a.policy_name = j.at("policy_name").get<std::string>();
+  a.policy_toml = j.at("policy_toml").get<std::string>();
+  a.fp32_weight_fraction = ReadNumber(j.at("fp32_weight_fraction"), kNaN);
+  for (const json& run : j.at("runs")) {
+    a.runs.push_back({run.at("islands").get<std::vector<std::string>>(),
+                      StatusFromJson(run.at("status")), run.at("reason").get<std::string>()});
+  }
+  return a;
 }
 
 json CellToJson(const Cell& c) {
@@ -137,6 +174,7 @@ json CellToJson(const Cell& c) {
           {"guidance", c.guidance},
           {"tolerance", c.tolerance},
           {"xfail", c.xfail},
+          {"policy_file", c.policy_file},
           {"requires", c.requirements}};
 }
 
@@ -155,6 +193,7 @@ StatusOr<Cell> CellFromJson(const json& j) {
     c.tolerance = j.at("tolerance").get<std::string>();
     c.xfail = j.at("xfail").get<std::string>();
     c.requirements = j.at("requires").get<std::vector<std::string>>();
+    c.policy_file = j.value("policy_file", "");
     if (j.at("cell_id").get<std::string>() != c.Id()) {
       return Status::InvalidInput("cell_id does not match the cell's fields");
     }
@@ -173,12 +212,14 @@ json CellResultToJson(const CellResult& r) {
                       {"absmax", Number(p.absmax)},
                       {"overflow_fraction", Number(p.overflow_fraction)},
                       {"underflow_fraction", Number(p.underflow_fraction)},
-                      {"headroom_bits", Number(p.headroom_bits)}});
+                      {"headroom_bits", Number(p.headroom_bits)},
+                      {"sqnr_db", Number(p.sqnr_db)}});
   }
   json first = {{"found", r.first_nonfinite.found}};
   if (r.first_nonfinite.found) {
     first["step"] = r.first_nonfinite.step;
     first["module"] = r.first_nonfinite.module;
+    first["op"] = r.first_nonfinite.op;
     first["nan"] = r.first_nonfinite.count.nan;
     first["inf"] = r.first_nonfinite.count.inf;
   }
@@ -188,10 +229,14 @@ json CellResultToJson(const CellResult& r) {
           {"status", StatusName(r.status)},
           {"reason", r.reason},
           {"error_class", r.error_class},
+          {"error_module", r.error_module},
+          {"error_op", r.error_op},
           {"metrics", r.metrics ? MetricsToJson(*r.metrics) : json(nullptr)},
           {"health", HealthToJson(r.health)},
           {"first_nonfinite", first},
           {"probes", probes},
+          {"observed", r.observed},
+          {"advice", r.advice ? AdviceToJson(*r.advice) : json(nullptr)},
           {"timings", TimingsToJson(r.timings)},
           {"golden", r.golden},
           {"artifacts_dir", r.artifacts_dir},
@@ -220,14 +265,20 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
     if (r.first_nonfinite.found) {
       r.first_nonfinite.step = first.at("step").get<int>();
       r.first_nonfinite.module = first.at("module").get<std::string>();
+      r.first_nonfinite.op = first.value("op", "");
       r.first_nonfinite.count = CountFromJson(first);
     }
+    r.error_module = j.value("error_module", "");
+    r.error_op = j.value("error_op", "");
+    r.observed = j.value("observed", "");
+    if (j.contains("advice") && !j.at("advice").is_null()) r.advice = AdviceFromJson(j.at("advice"));
     for (const json& p : j.at("probes")) {
       r.probes.push_back({p.at("module").get<std::string>(), p.at("dtype").get<std::string>(),
                           ReadNumber(p.at("absmax"), kNaN),
                           ReadNumber(p.at("overflow_fraction"), kNaN),
                           ReadNumber(p.at("underflow_fraction"), kNaN),
-                          ReadNumber(p.at("headroom_bits"), kInf)});
+                          ReadNumber(p.at("headroom_bits"), kInf),
+                          p.contains("sqnr_db") ? ReadNumber(p.at("sqnr_db"), kInf) : kNaN});
     }
     r.timings = TimingsFromJson(j.at("timings"));
     r.golden = j.at("golden").get<std::string>();

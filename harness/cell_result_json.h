@@ -15,6 +15,9 @@ nlohmann::json CellResultToJson(const CellResult& result);
 // The cell's own fields (cell_id, pipeline, size, model_dir, device, policy, seed, fault,
 // sampler, steps, guidance, tolerance, xfail, requires): the first keys of a result.
 nlohmann::json CellToJson(const Cell& cell);
+// The advisor's answer (harness/cell_result.h); AdviceFromJson throws on a malformed one.
+nlohmann::json AdviceToJson(const Advice& advice);
+Advice AdviceFromJson(const nlohmann::json& json);
 StatusOr<Cell> CellFromJson(const nlohmann::json& json);
 // InvalidInput naming the first missing or mistyped key.
 StatusOr<CellResult> CellResultFromJson(const nlohmann::json& json);

@@ -26,7 +26,7 @@ CellResult SampleResult() {
   r.health.frames = {FrameDefect::kNone, FrameDefect::kNonfinite};
   r.health.defect = FrameDefect::kNonfinite;
   r.health.defect_frames = 1;
-  r.first_nonfinite = {true, 1, "blocks.0.spatial_attn.logits", {3, 1}};
+  r.first_nonfinite = {true, 1, "blocks.0.spatial_attn.logits", "", {3, 1}};
   r.probes = {{"blocks.0.ff", "float16", 70000, 0.25, 0.0, -0.1}};
   r.timings.generation_seconds = {1.0, 1.1};
   r.repro = "framegate check --policy fp16-emulated";

@@ -58,12 +58,14 @@ const char* ErrorClassName(ErrorClass cls) {
 
 std::string ClassifiedError::Reason() const {
   std::string reason = std::string(ErrorClassName(cls)) + ": " + message;
-  if (!module.empty()) reason += " (in " + module + ")";
+  if (!module.empty()) reason += " (in " + module + (graph_op.empty() ? "" : ", " + graph_op) + ")";
   return reason;
 }
 
-ClassifiedError ClassifyError(const std::string& what, const std::string& module) {
+ClassifiedError ClassifyError(const std::string& what, const std::string& module,
+                              const std::string& graph_op) {
   ClassifiedError e;
+  e.graph_op = module.empty() ? "" : graph_op;
   e.message = RealMessage(what);
   const std::string script_location = TorchScriptLocation(what);
   e.module = !module.empty() ? module : script_location;

@@ -20,11 +20,15 @@ struct ClassifiedError {
   std::string message;  // the first line of the real message
   std::string module;   // where it happened, when known ("time_embed.0", "denoiser.pt:12")
   std::string op;       // the missing operator for unsupported_op ("addmm_impl_cpu_")
-  // "dtype_mismatch: mat1 and mat2 must have the same dtype (in time_embed.0)"
+  std::string graph_op;  // the op node it was raised in, when ops are watched ("aten::linear")
+  // "dtype_mismatch: mat1 and mat2 must have the same dtype (in time_embed.0)",
+  // "... (in denoiser.embed.time_mlp.0, aten::linear)"
   std::string Reason() const;
 };
 
-// `what` is the exception text (backtrace allowed); `module` the model's current module.
-ClassifiedError ClassifyError(const std::string& what, const std::string& module = "");
+// `what` is the exception text (backtrace allowed); `module` the model's current module,
+// `graph_op` the op node that ran last in it ("" when not known).
+ClassifiedError ClassifyError(const std::string& what, const std::string& module = "",
+                              const std::string& graph_op = "");
 
 }  // namespace framegate

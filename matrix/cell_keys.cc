@@ -40,6 +40,7 @@ void CopyKey(const Cell& from, const std::string& key, Cell* to) {
     to->device = from.device;
   } else if (key == "policy") {
     to->policy = from.policy;
+    to->policy_file = from.policy_file;
   } else if (key == "fault") {
     to->fault = from.fault;
   } else if (key == "seed") {

@@ -41,7 +41,7 @@ TEST(MatrixErrorsTest, UnknownKeysListTheKnownOnes) {
             "faults, seeds, samplers, steps, guidance)");
   EXPECT_EQ(ErrorOf("repeat = 3\n" + kAxes + "policies = [\"fp32\"]\n"),
             "bad.toml:1:1: unknown key 'repeat' in the matrix (known: name, description, repeats, "
-            "warmup, timeout, requires, axes, tolerance, include, exclude, xfail)");
+            "warmup, timeout, requires, axes, tolerance, policy, include, exclude, xfail)");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[include]]\npolicy = \"bf16\"\n  reqires = []\n"),
             "bad.toml:7:3: unknown key 'reqires' in [[include]] (known: pipeline, device, policy, "
             "fault, seed, sampler, steps, guidance, requires, tolerance)");

@@ -33,8 +33,14 @@ std::string TypeName(const toml::node& node) {
 // Reads one matrix file; every error names `source` and the node's line:column.
 class MatrixReader {
  public:
-  MatrixReader(std::string source, std::string base_dir)
-      : source_(std::move(source)), base_dir_(std::move(base_dir)) {}
+  // `policies`: the presets and the matrix's own [policy.NAME] tables, which
+  // `policy_file` defines (the file cells name so that their process can read them).
+  MatrixReader(std::string source, std::string base_dir, PolicySet policies,
+               std::string policy_file)
+      : source_(std::move(source)),
+        base_dir_(std::move(base_dir)),
+        policies_(std::move(policies)),
+        policy_file_(std::move(policy_file)) {}
 
   std::string Where(const toml::source_region& r) const { return TomlPlace(source_, r); }
   Status Error(const toml::source_region& r, const std::string& problem) const {
@@ -65,6 +71,8 @@ class MatrixReader {
   Status ReadPipeline(const std::string& value, const toml::node& node, Cell* cell) const;
   std::string source_;
   std::string base_dir_;
+  PolicySet policies_;
+  std::string policy_file_;
 };
 
 StatusOr<std::string> MatrixReader::ReadString(const std::string& what,
@@ -137,9 +145,10 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
                                       "all = every device found)");
     cell->device = v;
   } else if (key == "policy") {
-    const StatusOr<DtypePolicy> policy = FindPolicy(v);
+    const StatusOr<DtypePolicy> policy = FindPolicy(v, policies_);
     if (!policy.ok()) return Error(node.source(), policy.status().message());
     cell->policy = v;
+    cell->policy_file = FindPolicy(v).ok() ? "" : policy_file_;
   } else if (key == "fault") {
     if (!ParseFaultCase(v)) {
       std::vector<std::string> known = {"none"};
@@ -269,8 +278,8 @@ Status MatrixReader::ReadEntries(const std::string& kind, const toml::node& node
 Status MatrixReader::ReadTolerance(const toml::table& table, MatrixDefinition* def) const {
   for (const auto& [name, node] : table) {
     const std::string policy(name.str());
-    if (!FindPolicy(policy).ok())
-      return Error(name.source(), "[tolerance]: " + FindPolicy(policy).status().message());
+    const StatusOr<DtypePolicy> known = FindPolicy(policy, policies_);
+    if (!known.ok()) return Error(name.source(), "[tolerance]: " + known.status().message());
     StatusOr<std::string> profile = ReadToleranceProfile(node);
     if (!profile.ok()) return profile.status();
     def->tolerance[policy] = *profile;
@@ -306,13 +315,15 @@ Status MatrixReader::ReadSettings(const toml::table& root, MatrixDefinition* def
     } else if (key == "tolerance") {
       if (!node.is_table()) return Error(node.source(), "tolerance must be a table ([tolerance])");
       FG_RETURN_IF_ERROR(ReadTolerance(*node.as_table(), def));
+    } else if (key == "policy") {
+      continue;  // [policy.NAME] tables: read before the axes (PresetsAndPoliciesOf)
     } else if (key == "include" || key == "exclude" || key == "xfail") {
       auto& entries = key == "include" ? def->include : key == "exclude" ? def->exclude : def->xfail;
       FG_RETURN_IF_ERROR(ReadEntries(key, node, &entries));
     } else {
       return UnknownKey(name, "the matrix", {"name", "description", "repeats", "warmup", "timeout",
-                                             "requires", "axes", "tolerance", "include",
-                                             "exclude", "xfail"});
+                                             "requires", "axes", "tolerance", "policy",
+                                             "include", "exclude", "xfail"});
     }
   }
   if (def->axes.empty()) return Status::InvalidInput(source_ + ":1:1: the matrix needs an [axes] table");
@@ -330,7 +341,14 @@ StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text,
   MatrixDefinition def;
   def.settings.source = source;
   def.settings.sha256 = Sha256Hex(toml_text);
-  FG_RETURN_IF_ERROR(MatrixReader(source, base_dir).ReadSettings(root, &def));
+  StatusOr<PolicySet> policies = PresetsAndPoliciesOf(toml_text, source);
+  if (!policies.ok()) return policies.status();
+  // Shipped matrices (no base_dir) define no policies of their own; a file's cells name
+  // it by absolute path, so that a cell's process finds it from any folder.
+  const std::string policy_file =
+      base_dir.empty() ? source : std::filesystem::absolute(source).lexically_normal().string();
+  FG_RETURN_IF_ERROR(
+      MatrixReader(source, base_dir, std::move(*policies), policy_file).ReadSettings(root, &def));
   if (def.settings.name.empty()) {
     def.settings.name = std::filesystem::path(source).stem().string();
   }

@@ -13,7 +13,7 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
   const DtypePolicy decoder_policy = DecoderPolicyOf(policy);
   for (const WeightEntry& w : model.weights().entries()) {
     const DtypePolicy& p = IsDecoderWeight(w.name) ? decoder_policy : policy;
-    const c10::ScalarType expected = ExpectedStoredDtype(p, w.kind);
+    const c10::ScalarType expected = ExpectedStoredDtype(p, w.kind, ModuleOfWeight(w.name));
     if (w.stored.scalar_type() != expected)
       audit.weights.push_back({w.name, DtypeName(expected), DtypeName(w.stored.scalar_type())});
   }
@@ -35,8 +35,9 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
 
 }  // namespace
 
-c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind) {
-  if (policy.IsIsland(kind)) return c10::kFloat;
+c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind,
+                                    const std::string& module) {
+  if (policy.IsIsland(kind, module)) return c10::kFloat;
   switch (policy.storage) {
     case WeightStorage::kFloat64: return c10::kDouble;
     case WeightStorage::kFloat32: return c10::kFloat;

@@ -26,8 +26,10 @@ struct DtypeAudit {
   bool Clean() const { return weights.empty() && inputs.empty() && !step_error; }
 };
 
-// The dtype a weight should have under `policy` ("fp32", "bf16", "uint8" for FP8 codes).
-c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind);
+// The dtype a weight of module `module` should have under `policy` ("fp32", "bf16",
+// "uint8" for FP8 codes).
+c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind,
+                                    const std::string& module = "");
 
 // Audits the reference pipeline or a model package (spec.model_dir): bad input is a Status.
 StatusOr<DtypeAudit> AuditDtypes(const PipelineSpec& spec);

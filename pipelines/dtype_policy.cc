@@ -1,5 +1,10 @@
 #include "pipelines/dtype_policy.h"
 
+#include <fnmatch.h>
+
+#include <fstream>
+#include <sstream>
+
 #include <toml++/toml.h>
 
 #include "harness/toml_source.h"
@@ -41,10 +46,22 @@ std::string Where(const std::string& source, const toml::node& node) {
   return TomlPlace(source, node.source());
 }
 
-// One [policy.NAME] table -> DtypePolicy.
+// One [policy.NAME] table -> DtypePolicy. `presets` are what based_on may name ({} while
+// the presets themselves are parsed).
 StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
-                                  const std::string& source) {
+                                  const std::string& source, const PolicySet& presets) {
   DtypePolicy p;
+  if (const toml::node* base = t.get("based_on")) {
+    const auto value = base->value<std::string>();
+    StatusOr<DtypePolicy> preset =
+        value ? FindPolicy(*value, presets) : Status::InvalidInput("based_on must be a string");
+    if (!preset.ok())
+      return Status::InvalidInput(Where(source, *base) + ": policy '" + name + "': based_on: " +
+                                  preset.status().message());
+    p = *preset;
+    p.based_on = preset->name;
+    p.fallback = preset->name;  // the policy's own base is the next safer step
+  }
   p.name = name;
   for (const auto& entry : t) {  // no structured binding: clang cannot capture one (C++17)
     const toml::node& node = entry.second;
@@ -76,6 +93,21 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       const auto value = node.value<std::string>();
       if (!value) return Status::InvalidInput(at + "fallback must be a policy name");
       p.fallback = *value;
+    } else if (k == "based_on") {
+      continue;  // read first, above
+    } else if (k == "fp32_modules") {
+      const toml::array* globs = node.as_array();
+      if (!globs || globs->empty())
+        return Status::InvalidInput(at + "fp32_modules must be a non-empty array of module "
+                                         "path globs");
+      p.fp32_modules.clear();
+      for (const toml::node& glob : *globs) {
+        const auto value = glob.value<std::string>();
+        if (!value || value->empty())
+          return Status::InvalidInput(Where(source, glob) + ": policy '" + name +
+                                      "': fp32_modules entries must be non-empty strings");
+        p.fp32_modules.push_back(*value);
+      }
     } else if (k == "fp32_islands") {
       const toml::array* islands = node.as_array();
       if (!islands) return Status::InvalidInput(at + "fp32_islands must be an array of names");
@@ -141,27 +173,113 @@ const char* DtypeName(c10::ScalarType dtype) {
   }
 }
 
-StatusOr<PolicySet> ParsePolicies(const std::string& toml_text, const std::string& source) {
-  StatusOr<toml::table> parsed = ParseTomlText(toml_text, source);
-  if (!parsed.ok()) return parsed.status();
-  const toml::table& root = *parsed;
-  PolicySet set;
-  const toml::table* policies = root["policy"].as_table();
-  if (!policies) return Status::InvalidInput(source + ": no [policy.NAME] tables");
-  for (const auto& [key, node] : *policies) {
-    const toml::table* t = node.as_table();
-    if (!t) return Status::InvalidInput(Where(source, node) + ": policy." +
-                                        std::string(key.str()) + " must be a table");
-    StatusOr<DtypePolicy> p = ParsePolicy(std::string(key.str()), *t, source);
+namespace {
+
+// The [policy.NAME] tables of `root` appended to `set` (which holds what based_on and
+// fallback may name besides them).
+Status AppendPolicies(const toml::table& root, const std::string& source, PolicySet* set) {
+  const PolicySet base = *set;
+  const toml::node* node = root.get("policy");
+  if (node == nullptr) return Status::Ok();
+  const toml::table* policies = node->as_table();
+  if (!policies) return Status::InvalidInput(Where(source, *node) + ": policy must be a table of [policy.NAME] tables");
+  for (const auto& [key, value] : *policies) {
+    const std::string name(key.str());
+    const toml::table* t = value.as_table();
+    if (!t) return Status::InvalidInput(Where(source, value) + ": policy." + name + " must be a table");
+    if (FindPolicy(name, base).ok())
+      return Status::InvalidInput(Where(source, value) + ": policy '" + name +
+                                  "' is a preset; give the new policy another name");
+    StatusOr<DtypePolicy> p = ParsePolicy(name, *t, source, base);
     if (!p.ok()) return p.status();
-    set.push_back(*p);
+    set->push_back(*p);
   }
-  for (const DtypePolicy& p : set) {
-    if (!p.fallback.empty() && !FindPolicy(p.fallback, set).ok())
+  for (const DtypePolicy& p : *set) {
+    if (!p.fallback.empty() && !FindPolicy(p.fallback, *set).ok())
       return Status::InvalidInput(source + ": policy '" + p.name + "': fallback '" + p.fallback +
                                   "' is not a policy");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<PolicySet> ParsePolicies(const std::string& toml_text, const std::string& source) {
+  StatusOr<toml::table> parsed = ParseTomlText(toml_text, source);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->get("policy")) return Status::InvalidInput(source + ": no [policy.NAME] tables");
+  PolicySet set;
+  FG_RETURN_IF_ERROR(AppendPolicies(*parsed, source, &set));
   return set;
+}
+
+StatusOr<PolicySet> PresetsAndPoliciesOf(const std::string& toml_text, const std::string& source) {
+  StatusOr<toml::table> parsed = ParseTomlText(toml_text, source);
+  if (!parsed.ok()) return parsed.status();
+  PolicySet set = PresetPolicies();
+  FG_RETURN_IF_ERROR(AppendPolicies(*parsed, source, &set));
+  return set;
+}
+
+StatusOr<PolicySet> PresetsAndPoliciesOfFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot open the policy file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return PresetsAndPoliciesOf(text.str(), path);
+}
+
+StatusOr<DtypePolicy> FindPolicyIn(const std::string& name, const std::string& policy_file) {
+  if (policy_file.empty()) return FindPolicy(name);
+  StatusOr<PolicySet> set = PresetsAndPoliciesOfFile(policy_file);
+  if (!set.ok()) return set.status();
+  StatusOr<DtypePolicy> policy = FindPolicy(name, *set);
+  if (!policy.ok()) return Status::InvalidInput(policy_file + ": " + policy.status().message());
+  return policy;
+}
+
+bool DtypePolicy::InFp32Module(const std::string& path) const {
+  if (fp32_modules.empty() || path.empty()) return false;
+  std::string prefix = path;  // the path itself, then each ancestor: "a.b.c", "a.b", "a"
+  while (true) {
+    for (const std::string& glob : fp32_modules) {
+      if (fnmatch(glob.c_str(), prefix.c_str(), 0) == 0) return true;
+    }
+    const size_t dot = prefix.rfind('.');
+    if (dot == std::string::npos) return false;
+    prefix.resize(dot);
+  }
+}
+
+std::string DtypePolicy::ToToml() const {
+  auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
+  std::ostringstream out;
+  out << "[policy." << name << "]\n";
+  if (!based_on.empty()) out << "based_on = " << quoted(based_on) << "\n";
+  out << "storage = " << quoted(WeightStorageName(storage)) << "\n";
+  out << "compute = " << quoted(DtypeName(compute)) << "\n";
+  if (!fp32_islands.empty()) {
+    out << "fp32_islands = [";
+    const char* sep = "";
+    for (ModuleKind kind : fp32_islands) out << sep << quoted(ModuleKindName(kind)), sep = ", ";
+    out << "]\n";
+  }
+  if (!fp32_modules.empty()) {
+    out << "fp32_modules = [";
+    const char* sep = "";
+    for (const std::string& glob : fp32_modules) out << sep << quoted(glob), sep = ", ";
+    out << "]\n";
+  }
+  if (emulate_fp16) out << "emulate_fp16 = true\n";
+  if (allow_tf32) out << "allow_tf32 = true\n";
+  if (fp16_reduced_precision_reduction) out << "fp16_reduced_precision_reduction = true\n";
+  if (!fallback.empty()) out << "fallback = " << quoted(fallback) << "\n";
+  return out.str();
+}
+
+std::string ModuleOfWeight(const std::string& weight_name) {
+  const size_t dot = weight_name.rfind('.');
+  return dot == std::string::npos ? "" : weight_name.substr(0, dot);
 }
 
 const PolicySet& PresetPolicies() {

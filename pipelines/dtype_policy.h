@@ -27,7 +27,15 @@ struct DtypePolicy {
   std::string name = "fp32";
   WeightStorage storage = WeightStorage::kFloat32;
   c10::ScalarType compute = c10::kFloat;  // activations and non-island modules
-  std::set<ModuleKind> fp32_islands;      // modules computed (and stored) in FP32
+  std::set<ModuleKind> fp32_islands;      // modules computed (and stored) in FP32, by kind
+  // Modules kept in FP32 by path: globs (fnmatch, `*` spans dots) over module paths,
+  // "denoiser.blocks.*.ff" for a package, "blocks.*.ff" or "decoder" for the reference
+  // model. A module is inside an island when its path or an ancestor's matches. Its
+  // weights stay FP32, its inputs are cast to FP32 and its outputs back at the boundary.
+  std::vector<std::string> fp32_modules;
+  // The preset a policy defined in a file starts from (`based_on`); its tolerance
+  // profile judges the policy. "" for a preset.
+  std::string based_on;
   // FP32 compute with every module output rounded through FP16, so that FP16 overflow
   // (Inf) and underflow show on a CPU that has no FP16 kernels.
   bool emulate_fp16 = false;
@@ -36,10 +44,20 @@ struct DtypePolicy {
   std::string fallback;  // the next safer policy ("" for none)
 
   bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }
-  // The dtype module `kind` computes in under this policy.
-  c10::ScalarType ComputeDtypeFor(ModuleKind kind) const {
-    return IsIsland(kind) ? c10::kFloat : compute;
+  // Whether module `path` (or one of its ancestors) matches an fp32_modules glob.
+  bool InFp32Module(const std::string& path) const;
+  // An FP32 island by kind or by path.
+  bool IsIsland(ModuleKind kind, const std::string& path) const {
+    return IsIsland(kind) || InFp32Module(path);
   }
+  // The dtype module `kind` at `path` computes in under this policy.
+  c10::ScalarType ComputeDtypeFor(ModuleKind kind, const std::string& path = "") const {
+    return IsIsland(kind, path) ? c10::kFloat : compute;
+  }
+  // The tolerance profile that judges this policy: its own name, or based_on's.
+  const std::string& ToleranceProfileName() const { return based_on.empty() ? name : based_on; }
+  // This policy as a [policy.NAME] TOML table (the form ParsePolicies reads).
+  std::string ToToml() const;
 };
 
 // Policies sorted by name. Parsed from TOML text ([policy.NAME] tables, see
@@ -50,6 +68,17 @@ StatusOr<PolicySet> ParsePolicies(const std::string& toml_text, const std::strin
 const PolicySet& PresetPolicies();
 // A preset by name; InvalidInput listing the known names otherwise.
 StatusOr<DtypePolicy> FindPolicy(const std::string& name, const PolicySet& set = PresetPolicies());
+// The presets plus the [policy.NAME] tables of a TOML text (a matrix or a policy file;
+// other keys are not read; no table is fine). A table may start from a preset with
+// based_on = "NAME". Redefining a preset is an error. Errors name `source` and the place.
+StatusOr<PolicySet> PresetsAndPoliciesOf(const std::string& toml_text, const std::string& source);
+// The same for a file; NotFound / InvalidInput naming `path`.
+StatusOr<PolicySet> PresetsAndPoliciesOfFile(const std::string& path);
+// `name` from the presets, or from `policy_file` when one is given ("" for none).
+StatusOr<DtypePolicy> FindPolicyIn(const std::string& name, const std::string& policy_file);
+// The module path of a weight: its name without the last component
+// ("blocks.0.ff.0.weight" -> "blocks.0.ff.0").
+std::string ModuleOfWeight(const std::string& weight_name);
 // Bytes of the weights of `num_parameters` stored under the policy (islands ignored).
 int64_t WeightBytes(const DtypePolicy& policy, int64_t num_parameters);
 const char* DtypeName(c10::ScalarType dtype);  // "fp32", "bf16", "fp16", "uint8", ...

@@ -13,7 +13,7 @@ at::Tensor ForwardContext::Weight(const std::string& name) const {
   const WeightEntry& entry = weights_.Get(name);
   const std::optional<Fp8Format> fp8 = entry.fp8();
   if (!fp8) return entry.stored;
-  const c10::ScalarType compute = policy_.ComputeDtypeFor(entry.kind);
+  const c10::ScalarType compute = policy_.ComputeDtypeFor(entry.kind, ModuleOfWeight(name));
   TORCH_CHECK(fp8_upcast_, "Promotion for Float8 Types is not supported, attempted to promote ",
               *fp8 == Fp8Format::kE4M3 ? "Float8_e4m3fn" : "Float8_e5m2", " and ",
               c10::toString(compute), " (weight ", name, ")");
@@ -23,12 +23,12 @@ at::Tensor ForwardContext::Weight(const std::string& name) const {
 at::Tensor ForwardContext::Enter(const std::string& module, ModuleKind kind,
                                  const at::Tensor& x) const {
   current_module_ = module;
-  at::Tensor in = policy_.IsIsland(kind) ? x.to(at::kFloat) : x;
+  at::Tensor in = policy_.IsIsland(kind, module) ? x.to(at::kFloat) : x;
   if (mismatch_log_ != nullptr) {
     const WeightEntry* w = weights_.Find(module + ".weight");
     if (w != nullptr) {
       const c10::ScalarType weight_dtype =
-          w->fp8() ? policy_.ComputeDtypeFor(w->kind) : w->stored.scalar_type();
+          w->fp8() ? policy_.ComputeDtypeFor(w->kind, module) : w->stored.scalar_type();
       if (weight_dtype != in.scalar_type())
         mismatch_log_->push_back({module, in.scalar_type(), weight_dtype});
     }
@@ -37,8 +37,13 @@ at::Tensor ForwardContext::Enter(const std::string& module, ModuleKind kind,
 }
 
 at::Tensor ForwardContext::Output(const std::string& module, ModuleKind kind, at::Tensor y) const {
-  if (policy_.IsIsland(kind) && y.scalar_type() != policy_.compute) y = y.to(policy_.compute);
-  if (policy_.emulate_fp16 && y.scalar_type() == at::kFloat) y = y.to(at::kHalf).to(at::kFloat);
+  // An island's output goes back to the compute dtype; under FP16 emulation it is not
+  // rounded (the island computes in FP32; the next module's output is rounded).
+  const bool island = policy_.IsIsland(kind, module);
+  if (island && y.scalar_type() != policy_.compute) y = y.to(policy_.compute);
+  if (policy_.emulate_fp16 && !island && y.scalar_type() == at::kFloat) {
+    y = y.to(at::kHalf).to(at::kFloat);
+  }
   if (observer_) observer_(ModuleOutput{module, kind, step_, y});
   return y;
 }

@@ -15,12 +15,14 @@
 namespace framegate {
 
 // What an observer sees after each named module: step is the sampler step (0-based), or
-// -1 for the decoder.
+// -1 for the decoder. `op` is "" for a module's output, else the op inside `module` that
+// produced `value` ("aten::log"; model packages, whose ops are watched too).
 struct ModuleOutput {
   const std::string& module;
   ModuleKind kind;
   int step;
   const at::Tensor& value;
+  const char* op = "";
 };
 using ModuleObserver = std::function<void(const ModuleOutput&)>;
 

@@ -9,6 +9,9 @@
 
 #include "harness/error_class.h"
 #include "harness/toml_source.h"
+#include "pipelines/fp8_codec.h"
+#include "pipelines/graph_instrumentation.h"
+#include "pipelines/package_observer.h"
 
 namespace framegate {
 namespace {
@@ -19,45 +22,153 @@ std::string ShapeString(const at::Tensor& t) {
   return out.str();
 }
 
+// A package's module with its graphs instrumented (graph_instrumentation.h).
+struct InstrumentedModule {
+  std::string root;  // "denoiser" or "decoder"
+  torch::jit::Module module;
+  std::unique_ptr<GraphInstrumentation> instrumentation;
+};
+
 class TorchScriptModel : public VideoModel {
  public:
-  TorchScriptModel(ModelManifest manifest, torch::jit::Module denoiser,
-                   torch::jit::Module decoder, c10::ScalarType dtype, c10::Device device)
+  TorchScriptModel(ModelManifest manifest, InstrumentedModule denoiser,
+                   InstrumentedModule decoder, const DtypePolicy& policy, c10::Device device)
       : manifest_(std::move(manifest)),
         denoiser_(std::move(denoiser)),
         decoder_(std::move(decoder)),
-        dtype_(dtype),
+        observer_(policy),
         device_(device) {}
 
   const LatentGeometry& geometry() const override { return manifest_.latent; }
   c10::Device device() const override { return device_; }
-  c10::ScalarType latent_dtype() const override { return dtype_; }
+  c10::ScalarType latent_dtype() const override { return observer_.policy().compute; }
 
+  // x [B, C, T, h, w] and cond [B, L, D] in the compute dtype, t [B] float32.
   at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t,
                           const at::Tensor& cond) override {
-    return denoiser_.forward({x, t, cond}).toTensor();
+    return Forward(denoiser_, {x, t, cond});
   }
-  at::Tensor Decode(const at::Tensor& z) override { return decoder_.forward({z}).toTensor(); }
+  // z [B, C, T, h, w] -> [B, 3, T, H, W].
+  at::Tensor Decode(const at::Tensor& z) override {
+    observer_.set_step(-1);
+    return Forward(decoder_, {z});
+  }
+  void BeginStep(int step) override { observer_.set_step(step); }
+  void SetObserver(ModuleObserver observer) override { observer_.set_observer(std::move(observer)); }
+  void SetMismatchLog(std::vector<DtypeMismatch>* log) override { observer_.set_mismatch_log(log); }
+  std::string CurrentModule() const override {
+    return active_ ? active_->instrumentation->current_path() : "";
+  }
+  std::string CurrentOp() const override {
+    return active_ ? active_->instrumentation->last_op() : "";
+  }
+  // Hands the modules over (the model is not used after).
+  InstrumentedModule TakeDenoiser() { return std::move(denoiser_); }
+  InstrumentedModule TakeDecoder() { return std::move(decoder_); }
+
+  std::string ObservedSummary() const override {
+    return "denoiser: " + denoiser_.instrumentation->coverage().Summary() +
+           "; decoder: " + decoder_.instrumentation->coverage().Summary();
+  }
 
  private:
+  // One forward of `m` with the observer active; an exception leaves active_ set, so that
+  // CurrentModule() names where it was raised.
+  at::Tensor Forward(InstrumentedModule& m, const std::vector<at::Tensor>& inputs) {
+    active_ = &m;
+    m.instrumentation->ResetStack();
+    const ScopedPlainGraphExecution plain;
+    const GraphInstrumentation::ActiveScope scope(*m.instrumentation, observer_);
+    std::vector<c10::IValue> args;
+    for (const at::Tensor& in : inputs) args.emplace_back(observer_.EnterRoot(m.root, in));
+    const at::Tensor out = m.module.forward(args).toTensor();
+    return observer_.LeaveRoot(m.root, out);
+  }
+
   ModelManifest manifest_;
-  torch::jit::Module denoiser_, decoder_;
-  c10::ScalarType dtype_;
+  InstrumentedModule denoiser_, decoder_;
+  PackageObserver observer_;
   c10::Device device_;
+  InstrumentedModule* active_ = nullptr;
 };
 
-StatusOr<torch::jit::Module> LoadScript(const std::string& path, const DtypePolicy& policy,
-                                        c10::Device device) {
+// Loads DIR/<root>.pt in float32 on the CPU and instruments its graphs (before any
+// forward: the graph executor keeps the plan of a graph it ran).
+StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std::string& root) {
+  const std::string path = dir + "/" + root + ".pt";
   if (!std::filesystem::exists(path)) return Status::NotFound(path + ": file is missing");
   try {
-    torch::jit::Module module = torch::jit::load(path, device);
+    torch::jit::Module module = torch::jit::load(path, c10::Device(c10::kCPU));
     module.eval();
-    module.to(device, policy.compute);
-    return module;
+    module.to(at::kFloat);
+    std::unique_ptr<GraphInstrumentation> instrumentation =
+        GraphInstrumentation::Instrument(module, root);
+    return InstrumentedModule{root, std::move(module), std::move(instrumentation)};
   } catch (const std::exception& e) {
     return Status::Corrupt(path + ": not a loadable TorchScript module: " +
                            ClassifyError(e.what()).message);
   }
+}
+
+// Places every parameter and floating buffer on `device` in the dtype the policy gives
+// its module: float32 inside an fp32_modules island, else the compute dtype. FP8 storage
+// rounds the weights through their 8-bit codes first (what a model stored in FP8 and
+// upcast at use computes with); FP16 emulation rounds them through float16.
+void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device device) {
+  std::optional<Fp8Format> fp8;
+  if (policy.storage == WeightStorage::kFp8E4M3) fp8 = Fp8Format::kE4M3;
+  if (policy.storage == WeightStorage::kFp8E5M2) fp8 = Fp8Format::kE5M2;
+  auto place = [&](const std::string& name, at::Tensor value, bool is_weight) {
+    if (!value.is_floating_point()) {
+      value.set_data(value.to(device));
+      return;
+    }
+    const bool island = policy.InFp32Module(JoinModulePath(m.root, ModuleOfWeight(name)));
+    at::Tensor placed = value.to(at::kFloat);
+    if (fp8 && is_weight && !island) {
+      placed = DecodeFp8Tensor(EncodeFp8Tensor(placed, *fp8), *fp8, at::kFloat, placed.device());
+    }
+    if (policy.emulate_fp16 && !island) placed = placed.to(at::kHalf).to(at::kFloat);
+    value.set_data(placed.to(device, island ? at::kFloat : policy.compute));
+  };
+  for (const auto& p : m.module.named_parameters(/*recurse=*/true)) place(p.name, p.value, true);
+  for (const auto& b : m.module.named_buffers(/*recurse=*/true)) place(b.name, b.value, false);
+}
+
+std::string ShapeDtypeString(const at::Tensor& t) {
+  return ShapeString(t) + " " + c10::toString(t.scalar_type());
+}
+
+// The contract (ARCHITECTURE.md), checked on zeros in float32 on the CPU: a package that
+// fails it is broken. What a policy does to a working package is a finding, not this.
+Status CheckContract(const std::string& dir, TorchScriptModel& model, const LatentGeometry& g) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor x = at::zeros({1, g.channels, g.frames, g.height, g.width}, opts);
+  const at::Tensor cond = at::zeros({1, g.cond_tokens, g.cond_dim}, opts);
+  const at::Tensor t = at::full({1}, 999.0, opts);
+  at::Tensor eps, frames;
+  try {
+    eps = model.PredictNoise(x, t, cond);
+  } catch (const std::exception& e) {
+    return Status::InvalidInput(dir + "/denoiser.pt: forward(x, t, cond) failed in float32: " +
+                                ClassifyError(e.what(), model.CurrentModule()).Reason());
+  }
+  if (eps.sizes() != x.sizes() || eps.scalar_type() != at::kFloat) {
+    return Status::InvalidInput(dir + "/denoiser.pt: output " + ShapeDtypeString(eps) +
+                                " is not the input's " + ShapeDtypeString(x));
+  }
+  try {
+    frames = model.Decode(x);
+  } catch (const std::exception& e) {
+    return Status::InvalidInput(dir + "/decoder.pt: forward(z) failed in float32: " +
+                                ClassifyError(e.what(), model.CurrentModule()).Reason());
+  }
+  if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 ||
+      frames.size(2) != g.frames || frames.scalar_type() != at::kFloat) {
+    return Status::InvalidInput(dir + "/decoder.pt: output " + ShapeDtypeString(frames) +
+                                " is not [1, 3, " + std::to_string(g.frames) + ", H, W] Float");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -112,68 +223,33 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
                                                        c10::Device device) {
   StatusOr<ModelManifest> manifest = ReadModelManifest(dir);
   if (!manifest.ok()) return manifest.status();
-  StatusOr<torch::jit::Module> denoiser = LoadScript(dir + "/denoiser.pt", policy, device);
+  StatusOr<InstrumentedModule> denoiser = LoadInstrumented(dir, "denoiser");
   if (!denoiser.ok()) return denoiser.status();
-  StatusOr<torch::jit::Module> decoder = LoadScript(dir + "/decoder.pt", policy, device);
+  StatusOr<InstrumentedModule> decoder = LoadInstrumented(dir, "decoder");
   if (!decoder.ok()) return decoder.status();
-  auto model = std::make_unique<TorchScriptModel>(*manifest, std::move(*denoiser),
-                                                  std::move(*decoder), policy.compute, device);
-
-  // The contract, checked once on zeros: shapes and dtypes in, shapes and dtypes out.
-  const LatentGeometry& g = manifest->latent;
-  const auto opts = at::TensorOptions().dtype(policy.compute).device(device);
-  const at::Tensor x = at::zeros({1, g.channels, g.frames, g.height, g.width}, opts);
-  const at::Tensor cond = at::zeros({1, g.cond_tokens, g.cond_dim}, opts);
-  const at::Tensor t = at::full({1}, 999.0, at::TensorOptions().dtype(at::kFloat).device(device));
-  at::Tensor eps, frames;
-  try {
-    eps = model->PredictNoise(x, t, cond);
-  } catch (const std::exception& e) {
-    return Status::InvalidInput(dir + "/denoiser.pt: forward(x, t, cond) failed: " +
-                                ClassifyError(e.what()).message);
-  }
-  if (eps.sizes() != x.sizes()) {
-    return Status::InvalidInput(dir + "/denoiser.pt: output shape " + ShapeString(eps) +
-                                " differs from the input shape " + ShapeString(x));
-  }
-  if (eps.scalar_type() != policy.compute) {
-    return Status::InvalidInput(dir + "/denoiser.pt: output dtype " +
-                                std::string(c10::toString(eps.scalar_type())) +
-                                " differs from the input dtype " +
-                                std::string(c10::toString(policy.compute)));
-  }
-  try {
-    frames = model->Decode(x);
-  } catch (const std::exception& e) {
-    return Status::InvalidInput(dir + "/decoder.pt: forward(z) failed: " +
-                                ClassifyError(e.what()).message);
-  }
-  if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 ||
-      frames.size(2) != g.frames) {
-    return Status::InvalidInput(dir + "/decoder.pt: output shape " + ShapeString(frames) +
-                                " is not [1, 3, " + std::to_string(g.frames) + ", H, W]");
-  }
-  if (frames.scalar_type() != policy.compute) {
-    return Status::InvalidInput(dir + "/decoder.pt: output dtype " +
-                                std::string(c10::toString(frames.scalar_type())) +
-                                " differs from the input dtype " +
-                                std::string(c10::toString(policy.compute)));
-  }
-  return std::unique_ptr<VideoModel>(std::move(model));
+  // The contract in float32 on the CPU first; then the policy and the device.
+  TorchScriptModel fp32(*manifest, std::move(*denoiser), std::move(*decoder), Fp32Policy(),
+                        c10::Device(c10::kCPU));
+  FG_RETURN_IF_ERROR(CheckContract(dir, fp32, manifest->latent));
+  InstrumentedModule d = fp32.TakeDenoiser(), e = fp32.TakeDecoder();
+  ApplyPolicy(d, policy, device);
+  ApplyPolicy(e, policy, device);
+  return std::unique_ptr<VideoModel>(
+      std::make_unique<TorchScriptModel>(*manifest, std::move(d), std::move(e), policy, device));
 }
 
 StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir,
                                                         const DtypePolicy& policy,
                                                         c10::Device device) {
   std::vector<PackageTensor> tensors;
-  for (const char* part : {"denoiser", "decoder"}) {
-    StatusOr<torch::jit::Module> module =
-        LoadScript(dir + "/" + part + ".pt", policy, device);
-    if (!module.ok()) return module.status();
-    for (const auto& p : module->named_parameters(/*recurse=*/true))
-      tensors.push_back({std::string(part) + "." + p.name, p.value.scalar_type()});
-    for (const auto& b : module->named_buffers(/*recurse=*/true))
-      tensors.push_back({std::string(part) + "." + b.name, b.value.scalar_type()});
+  for (const char* root : {"denoiser", "decoder"}) {
+    StatusOr<InstrumentedModule> m = LoadInstrumented(dir, root);
+    if (!m.ok()) return m.status();
+    ApplyPolicy(*m, policy, device);
+    for (const auto& p : m->module.named_parameters(/*recurse=*/true))
+      tensors.push_back({std::string(root) + "." + p.name, p.value.scalar_type()});
+    for (const auto& b : m->module.named_buffers(/*recurse=*/true))
+      tensors.push_back({std::string(root) + "." + b.name, b.value.scalar_type()});
   }
   return tensors;
 }

@@ -77,14 +77,16 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   outcome.load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   if (on_module) model->SetObserver(on_module);
+  outcome.observed = model->ObservedSummary();
 
   try {
     outcome.result = Generate(*model, outcome.sampler, spec.seed, on_step);
   } catch (const std::bad_alloc&) {
     outcome.kind = PipelineOutcome::Kind::kError;
-    outcome.error = ClassifyError("bad_alloc: out of memory", model->CurrentModule());
+    outcome.error = ClassifyError("bad_alloc: out of memory", model->CurrentModule(),
+                                  model->CurrentOp());
   } catch (const std::exception& e) {  // c10::Error, TorchScript interpreter errors
-    outcome.error = ClassifyError(e.what(), model->CurrentModule());
+    outcome.error = ClassifyError(e.what(), model->CurrentModule(), model->CurrentOp());
     outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp
                        ? PipelineOutcome::Kind::kUnsupported
                        : PipelineOutcome::Kind::kError;

@@ -39,6 +39,7 @@ struct PipelineOutcome {
   double load_seconds = 0;     // model creation and placement
   int64_t weight_bytes = 0;    // bytes of the stored weights on the device
   int64_t parameters = 0;
+  std::string observed;        // VideoModel::ObservedSummary(): "" when everything is seen
 };
 
 // Bad input (unknown size, broken package, bad device) is a Status; everything that

@@ -45,7 +45,7 @@ class ReferenceModel : public VideoModel {
   void SetObserver(ModuleObserver observer) override;
   std::string CurrentModule() const override;
   // Records every module whose input dtype differs from its weight's (the dtype audit).
-  void SetMismatchLog(std::vector<DtypeMismatch>* log);
+  void SetMismatchLog(std::vector<DtypeMismatch>* log) override;
 
   const WeightStore& weights() const { return weights_; }
   const ReferenceSize& size() const { return size_; }

@@ -5,6 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <string>
+#include <vector>
+
 #include "pipelines/layers.h"
 #include "pipelines/pipeline_config.h"
 
@@ -28,8 +31,16 @@ class VideoModel {
   // Watches every named module's output (no-op for models without named modules).
   virtual void SetObserver(ModuleObserver /*observer*/) {}
   // The named module that ran last ("" when the model has no named modules): after an
-  // exception, where it happened.
+  // exception, where it happened; and the op that ran last in it, when ops are watched
+  // ("aten::linear"; "" otherwise).
   virtual std::string CurrentModule() const { return ""; }
+  virtual std::string CurrentOp() const { return ""; }
+  // Records every module whose input dtype differs from its weight's (the dtype audit);
+  // nullptr stops recording.
+  virtual void SetMismatchLog(std::vector<DtypeMismatch>* /*log*/) {}
+  // What observers can see of the model, for results that must say what they could not
+  // see ("41 module calls, 230 ops watched"); "" when everything is seen.
+  virtual std::string ObservedSummary() const { return ""; }
 };
 
 }  // namespace framegate

@@ -28,11 +28,12 @@ Status WeightStore::Place(const DtypePolicy& model_policy, c10::Device device) {
   const DtypePolicy decoder_policy = DecoderPolicyOf(model_policy);
   for (WeightEntry& entry : entries_) {
     const DtypePolicy& policy = IsDecoderWeight(entry.name) ? decoder_policy : model_policy;
-    WeightStorage storage = policy.IsIsland(entry.kind) ? WeightStorage::kFloat32 : policy.storage;
+    const bool island = policy.IsIsland(entry.kind, ModuleOfWeight(entry.name));
+    WeightStorage storage = island ? WeightStorage::kFloat32 : policy.storage;
     at::Tensor t = entry.master;
     switch (storage) {
       case WeightStorage::kFloat32:
-        if (policy.emulate_fp16) t = t.to(at::kHalf).to(at::kFloat);
+        if (policy.emulate_fp16 && !island) t = t.to(at::kHalf).to(at::kFloat);
         break;
       case WeightStorage::kFloat64: t = t.to(at::kDouble); break;
       case WeightStorage::kBFloat16: t = t.to(at::kBFloat16); break;

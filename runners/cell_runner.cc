@@ -100,7 +100,7 @@ StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
   spec.model_dir = cell.model_dir;
   spec.device = cell.device;
   spec.seed = cell.seed;
-  StatusOr<DtypePolicy> policy = FindPolicy(cell.policy);
+  StatusOr<DtypePolicy> policy = FindPolicyIn(cell.policy, cell.policy_file);
   if (!policy.ok()) return policy.status();
   spec.policy = *policy;
   const std::optional<FaultCase> fault = ParseFaultCase(cell.fault);
@@ -138,6 +138,7 @@ std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir) {
   cmd << "framegate check "
       << (cell.model_dir.empty() ? "--size " + cell.size : "--model " + cell.model_dir)
       << " --device " << cell.device << " --policy " << cell.policy << " --seed " << cell.seed;
+  if (!cell.policy_file.empty()) cmd << " --policy-file " << cell.policy_file;
   if (!cell.fault.empty()) cmd << " --fault " << cell.fault;
   if (!cell.sampler.empty()) cmd << " --sampler " << cell.sampler;
   if (cell.steps > 0) cmd << " --steps " << cell.steps;
@@ -150,8 +151,8 @@ std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir) {
 StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   StatusOr<PipelineSpec> spec = SpecOfCell(cell);
   if (!spec.ok()) return spec.status();
-  StatusOr<ToleranceProfile> tolerance =
-      FindToleranceProfile(cell.tolerance.empty() ? cell.policy : cell.tolerance);
+  StatusOr<ToleranceProfile> tolerance = FindToleranceProfile(
+      cell.tolerance.empty() ? spec->policy.ToleranceProfileName() : cell.tolerance);
   if (!tolerance.ok()) return tolerance.status();
   StatusOr<GoldenLookup> golden = LookUpGolden(*spec, options.golden_dir);
   if (!golden.ok()) return golden.status();
@@ -171,7 +172,8 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   const bool emulated = spec->policy.emulate_fp16;
   const auto watch = [emulated](NumericProbes& p) -> ModuleObserver {
     return [&p, emulated](const ModuleOutput& out) {
-      p.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type());
+      p.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type(),
+                out.op);
     };
   };
   const ModuleObserver on_module = options.probes ? watch(probes) : nullptr;
@@ -242,6 +244,11 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   result.status = verdict.status;
   result.reason = verdict.reason;
   result.error_class = verdict.error_class;
+  if (result.status == CellStatus::kError) {
+    result.error_module = outcome->error.module;
+    result.error_op = outcome->error.graph_op;
+  }
+  result.observed = outcome->observed;
   result.timings.peak_rss_bytes = PeakRssBytes();
   return result;
 }

@@ -220,7 +220,7 @@ StatusOr<MatrixRunSummary> RunCellsInProcesses(const std::vector<Cell>& cells,
       result.cell = r.attempt.cell;
       result.policy_used = r.attempt.policy;
       const bool broken = result.status == CellStatus::kNonfinite || result.status == CellStatus::kBrokenFrames;
-      StatusOr<DtypePolicy> policy = FindPolicy(r.attempt.policy);
+      StatusOr<DtypePolicy> policy = FindPolicyIn(r.attempt.policy, r.attempt.cell.policy_file);
       if (o.fallback && broken && policy.ok() && !policy->fallback.empty()) {
         Attempt retry = r.attempt;
         retry.history += r.attempt.policy + " " + StatusName(result.status) + " (" + result.reason + ") -> ";

@@ -61,11 +61,29 @@ RangeScan Scan(const at::Tensor& value, const DtypeLimits& lim) {
 
 }  // namespace
 
+std::string NumericProbes::OutputKey(const std::string& module, int step) {
+  const std::string at_step = module + "@" + std::to_string(step);
+  return at_step + "#" + std::to_string(occurrences_[at_step]++);
+}
+
 void NumericProbes::Observe(const std::string& module, int step, const at::Tensor& value,
-                            c10::ScalarType limits) {
+                            c10::ScalarType limits, const std::string& op) {
   const DtypeLimits lim = LimitsOf(limits);
   const RangeScan scan = Scan(value, lim);
-  if (scan.nonfinite.any() && !first_.found) first_ = {true, step, module, scan.nonfinite};
+  if (scan.nonfinite.any() && !first_.found) first_ = {true, step, module, op, scan.nonfinite};
+  if (op.empty() && (keep_outputs_ || reference_ != nullptr)) {
+    const std::string key = OutputKey(module, step);
+    const at::Tensor x = value.detach().to(at::kFloat);
+    if (keep_outputs_) outputs_[key] = x.clone();
+    if (reference_ != nullptr) {
+      const auto ref = reference_->outputs_.find(key);
+      if (ref != reference_->outputs_.end() && ref->second.sizes() == x.sizes()) {
+        ErrorSums& e = errors_by_module_[module];
+        e.ref += ref->second.to(at::kDouble).pow(2).sum().item<double>();
+        e.diff += (ref->second.to(at::kDouble) - x.to(at::kDouble)).pow(2).sum().item<double>();
+      }
+    }
+  }
   if (!ranges_) return;
   Range& r = ranges_by_module_.try_emplace(module, Range{limits}).first->second;
   r.values += value.numel();
@@ -75,6 +93,17 @@ void NumericProbes::Observe(const std::string& module, int step, const at::Tenso
 }
 
 std::vector<ModuleProbe> NumericProbes::LeastHeadroom(size_t n) const {
+  std::vector<ModuleProbe> probes = All();
+  std::sort(probes.begin(), probes.end(), [](const ModuleProbe& a, const ModuleProbe& b) {
+    if (a.headroom_bits != b.headroom_bits) return a.headroom_bits < b.headroom_bits;
+    if (a.overflow_fraction != b.overflow_fraction) return a.overflow_fraction > b.overflow_fraction;
+    return a.module < b.module;
+  });
+  if (probes.size() > n) probes.resize(n);
+  return probes;
+}
+
+std::vector<ModuleProbe> NumericProbes::All() const {
   std::vector<ModuleProbe> probes;
   for (const auto& [module, r] : ranges_by_module_) {
     const DtypeLimits lim = LimitsOf(r.limits);
@@ -86,14 +115,14 @@ std::vector<ModuleProbe> NumericProbes::LeastHeadroom(size_t n) const {
     p.underflow_fraction = r.values ? static_cast<double>(r.underflow) / r.values : 0;
     p.headroom_bits = r.absmax > 0 ? std::log2(lim.max / r.absmax)
                                    : std::numeric_limits<double>::infinity();
+    const auto e = errors_by_module_.find(module);
+    if (e != errors_by_module_.end()) {
+      // NaN when x went non-finite (diff is NaN): an SQNR cannot be read then.
+      p.sqnr_db = e->second.diff == 0 ? std::numeric_limits<double>::infinity()
+                                      : 10 * std::log10(e->second.ref / e->second.diff);
+    }
     probes.push_back(std::move(p));
   }
-  std::sort(probes.begin(), probes.end(), [](const ModuleProbe& a, const ModuleProbe& b) {
-    if (a.headroom_bits != b.headroom_bits) return a.headroom_bits < b.headroom_bits;
-    if (a.overflow_fraction != b.overflow_fraction) return a.overflow_fraction > b.overflow_fraction;
-    return a.module < b.module;
-  });
-  if (probes.size() > n) probes.resize(n);
   return probes;
 }
 

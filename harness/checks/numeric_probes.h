@@ -23,12 +23,24 @@ class NumericProbes {
   // `value`: the output of `module` at sampler `step` (-1: decoder). `limits`: the dtype
   // whose max and smallest normal apply (float16 under FP16 emulation, where values are
   // held in float32 but rounded through float16).
+  // `op`: "" for the module's own output, else the op inside `module` that produced
+  // `value` ("aten::log"); ranges count both under `module`, only module outputs are
+  // kept or compared for SQNR.
   void Observe(const std::string& module, int step, const at::Tensor& value,
-               c10::ScalarType limits);
+               c10::ScalarType limits, const std::string& op = "");
+
+  // This run is the reference (the cell's FP32 run): keep a float32 copy of every
+  // module output, keyed by (step, module, occurrence in that step).
+  void KeepOutputsForSqnr() { keep_outputs_ = true; }
+  // Compare every module output with `reference`'s at the same key; each probe then has
+  // its sqnr_db. `reference` must outlive the observed run.
+  void CompareWith(const NumericProbes* reference) { reference_ = reference; }
 
   const FirstNonfinite& first_nonfinite() const { return first_; }
   // Up to `n` modules, least headroom first (ties: more overflow first, then by name).
   std::vector<ModuleProbe> LeastHeadroom(size_t n) const;
+  // Every module observed, in no particular order.
+  std::vector<ModuleProbe> All() const;
 
  private:
   struct Range {
@@ -36,9 +48,19 @@ class NumericProbes {
     double absmax = 0;
     int64_t values = 0, overflow = 0, underflow = 0;
   };
+  struct ErrorSums {
+    double ref = 0, diff = 0;  // sums of ref^2 and (ref - x)^2
+  };
+  std::string OutputKey(const std::string& module, int step);
+
   bool ranges_;
   FirstNonfinite first_;
   std::map<std::string, Range> ranges_by_module_;
+  bool keep_outputs_ = false;
+  const NumericProbes* reference_ = nullptr;
+  std::map<std::string, int> occurrences_;          // "module@step" -> outputs seen
+  std::map<std::string, at::Tensor> outputs_;       // "module@step#k" -> float32 copy
+  std::map<std::string, ErrorSums> errors_by_module_;
 };
 
 }  // namespace framegate

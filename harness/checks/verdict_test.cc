@@ -45,7 +45,7 @@ TEST_F(VerdictTest, HealthComesBeforeToleranceAndNonfiniteBeforeBroken) {
   Verdict v = DecideVerdict(Finished());
   EXPECT_EQ(v.status, CellStatus::kBrokenFrames);
   EXPECT_EQ(v.reason, "black: 4 of 4 frames");
-  first_ = {true, 3, "blocks.0.spatial_attn.logits", {0, 5}};
+  first_ = {true, 3, "blocks.0.spatial_attn.logits", "", {0, 5}};
   health_.step_latents = {{}, {}, {}, {0, 5}};
   health_.first_nonfinite_step = 3;
   v = DecideVerdict(Finished());

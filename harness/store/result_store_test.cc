@@ -44,7 +44,7 @@ CellResult EveryFieldResult() {
   r.health.frames[1] = FrameDefect::kBlack;
   r.health.defect = FrameDefect::kBlack;
   r.health.defect_frames = 1;
-  r.first_nonfinite = {true, 2, "blocks.0.spatial_attn.logits", {3, 1}};
+  r.first_nonfinite = {true, 2, "blocks.0.spatial_attn.logits", "", {3, 1}};
   r.probes.push_back({"decoder.out", "bfloat16", 0.0, 0.0, 0.0, kInf});
   r.timings.peak_device_bytes = 1ll << 33;
   r.artifacts_dir = "/tmp/artifacts/x";

@@ -1,0 +1,529 @@
+// GraphInstrumentation: plans the hooks of every graph of a module, inserts them as calls
+// of framegate's custom ops, and runs those ops against the active observer. Contract:
+// graph_instrumentation.h.
+#include "pipelines/graph_instrumentation.h"
+
+#include <atomic>
+#include <cassert>
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include <ATen/core/op_registration/op_registration.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+
+namespace framegate {
+namespace {
+
+namespace jit = torch::jit;
+using Kind = GraphSite::Kind;
+
+constexpr char kBeforeSchema[] = "framegate::before(Tensor x, int site) -> Tensor";
+constexpr char kAfterSchema[] = "framegate::after(Tensor y, int site) -> Tensor";
+constexpr char kEnterSchema[] = "framegate::enter_module(int site) -> ()";
+constexpr char kExitSchema[] = "framegate::exit_module(int site) -> ()";
+
+// Slot ids are process-wide: each Instrument() takes the next contiguous range.
+std::atomic<int64_t> next_slot_id{0};
+
+// One inserted custom-op call: the site it reports and the node input or output it hooks.
+struct HookSlot {
+  int site;      // index into SiteTable::sites
+  int io_index;  // input_index (before) or output_index (after); -1 for enter/exit
+};
+
+// The sites and slots of one instrumentation; it owns slot ids
+// [first_slot, first_slot + slots.size()).
+struct SiteTable {
+  int64_t first_slot = 0;
+  std::vector<GraphSite> sites;
+  std::vector<HookSlot> slots;
+
+  int AddSite(GraphSite site) {
+    sites.push_back(std::move(site));
+    return static_cast<int>(sites.size()) - 1;
+  }
+  // Returns the process-wide id of the new slot.
+  int64_t AddSlot(int site, int io_index) {
+    slots.push_back(HookSlot{site, io_index});
+    return first_slot + static_cast<int64_t>(slots.size()) - 1;
+  }
+  // The slot with process-wide id `id`, or nullptr when another instrumentation owns it.
+  const HookSlot* Find(int64_t id) const {
+    const int64_t index = id - first_slot;
+    if (index < 0 || index >= static_cast<int64_t>(slots.size())) return nullptr;
+    return &slots[static_cast<size_t>(index)];
+  }
+};
+
+// A node to instrument, planned before any graph is changed.
+struct NodePlan {
+  jit::Node* node = nullptr;
+  GraphSite site;
+  std::vector<size_t> inputs;   // inputs that get a `before`, ascending
+  std::vector<size_t> outputs;  // outputs that get an `after`, ascending
+
+  // Custom-op calls the plan inserts: one slot each.
+  size_t SlotCount() const {
+    return inputs.size() + outputs.size() + (site.kind == Kind::kModuleCall ? 2 : 0);
+  }
+};
+
+c10::Symbol OpSymbol(const char* schema) {
+  const std::string text(schema);
+  return c10::Symbol::fromQualString(text.substr(0, text.find('(')));
+}
+
+bool IsTensor(const jit::Value* value) {
+  return value->type()->kind() == c10::TypeKind::TensorType;
+}
+
+bool IsFloatingOrUnknownTensor(const jit::Value* value) {
+  const auto tensor = value->type()->cast<c10::TensorType>();
+  if (!tensor) return false;
+  const c10::optional<at::ScalarType> dtype = tensor->scalarType();
+  return !dtype || c10::isFloatingType(*dtype);
+}
+
+bool HasFloatingTensor(const jit::Node* node) {
+  for (const jit::Value* input : node->inputs()) {
+    if (IsFloatingOrUnknownTensor(input)) return true;
+  }
+  for (const jit::Value* output : node->outputs()) {
+    if (IsFloatingOrUnknownTensor(output)) return true;
+  }
+  return false;
+}
+
+bool IsModuleValue(const jit::Value* value) {
+  if (const auto type = value->type()->cast<c10::ClassType>()) return type->is_module();
+  if (const auto type = value->type()->cast<c10::InterfaceType>()) return type->is_module();
+  return false;
+}
+
+// Appends the nodes of `block` and of the blocks nested in them, in graph order.
+void CollectNodes(jit::Block* block, std::vector<jit::Node*>& nodes) {
+  for (jit::Node* node : block->nodes()) {
+    nodes.push_back(node);
+    for (jit::Block* nested : node->blocks()) CollectNodes(nested, nodes);
+  }
+}
+
+bool HasModuleCall(jit::Block* block) {
+  std::vector<jit::Node*> nodes;
+  CollectNodes(block, nodes);
+  for (const jit::Node* node : nodes) {
+    if (node->kind() == c10::prim::CallMethod && IsModuleValue(node->input(0))) return true;
+  }
+  return false;
+}
+
+// The path of `module` relative to `self` ("blocks.1" for self.blocks then getattr "1"):
+// "" when it is `self`, "?" when it is not read by a chain of prim::GetAttr from `self`.
+std::string RelativeModulePath(const jit::Value* module, const jit::Value* self) {
+  std::string path;
+  while (module != self) {
+    const jit::Node* read = module->node();
+    if (read->kind() != c10::prim::GetAttr) return "?";
+    const std::string& name = read->s(c10::attr::name);
+    path = path.empty() ? name : name + "." + path;
+    module = read->input(0);
+  }
+  return path;
+}
+
+// Inputs of `kind` that can hold its weight, most likely first; empty without weights.
+const std::vector<size_t>& WeightOperandCandidates(c10::Symbol kind) {
+  static const auto* const candidates = new std::unordered_map<c10::Symbol, std::vector<size_t>>{
+      {c10::Symbol::fromQualString("aten::linear"), {1}},
+      {c10::Symbol::fromQualString("aten::conv1d"), {1}},
+      {c10::Symbol::fromQualString("aten::conv2d"), {1}},
+      {c10::Symbol::fromQualString("aten::conv3d"), {1}},
+      {c10::Symbol::fromQualString("aten::_convolution"), {1}},
+      {c10::Symbol::fromQualString("aten::matmul"), {1, 0}},
+      {c10::Symbol::fromQualString("aten::mm"), {1, 0}},
+      {c10::Symbol::fromQualString("aten::bmm"), {1, 0}},
+      {c10::Symbol::fromQualString("aten::addmm"), {2, 1}},  // (bias, mat1, mat2)
+  };
+  static const auto* const none = new std::vector<size_t>();
+  const auto found = candidates->find(kind);
+  return found == candidates->end() ? *none : found->second;
+}
+
+// A module attribute (parameter or buffer), or a tensor constant (frozen weights).
+bool IsWeightRead(const jit::Value* value) {
+  const c10::Symbol producer = value->node()->kind();
+  return IsTensor(value) && (producer == c10::prim::GetAttr || producer == c10::prim::Constant);
+}
+
+int WeightInput(const jit::Node* node) {
+  for (size_t index : WeightOperandCandidates(node->kind())) {
+    if (index < node->inputs().size() && IsWeightRead(node->input(index))) {
+      return static_cast<int>(index);
+    }
+  }
+  return -1;
+}
+
+// True when schema entry `index` of `entries` is missing or carries an alias annotation
+// (a view or an in-place result), which a replacing hook would detach from its base.
+bool AliasesOrUnknown(const std::vector<c10::Argument>& entries, size_t index) {
+  return index >= entries.size() || entries[index].alias_info() != nullptr;
+}
+
+NodePlan PlanModuleCall(jit::Node* call, const jit::Value* self) {
+  NodePlan plan;
+  plan.node = call;
+  plan.site.kind = Kind::kModuleCall;
+  plan.site.callee = RelativeModulePath(call->input(0), self);
+  plan.site.op = call->s(c10::attr::name);
+  for (size_t i = 1; i < call->inputs().size(); ++i) {
+    if (IsTensor(call->input(i))) plan.inputs.push_back(i);
+  }
+  for (size_t i = 0; i < call->outputs().size(); ++i) {
+    if (IsTensor(call->output(i))) plan.outputs.push_back(i);
+  }
+  return plan;
+}
+
+// Plans the hooks of an aten op with a floating (or unknown-dtype) tensor input or
+// output; nullopt for other nodes. The plan has no hooks when every tensor aliases.
+c10::optional<NodePlan> PlanOp(jit::Node* node) {
+  if (!node->kind().is_aten() || !HasFloatingTensor(node)) return c10::nullopt;
+  NodePlan plan;
+  plan.node = node;
+  plan.site.kind = Kind::kOp;
+  plan.site.op = node->kind().toQualString();
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (schema == nullptr) return plan;
+  for (size_t i = 0; i < node->inputs().size(); ++i) {
+    if (IsTensor(node->input(i)) && !AliasesOrUnknown(schema->arguments(), i)) {
+      plan.inputs.push_back(i);
+    }
+  }
+  for (size_t i = 0; i < node->outputs().size(); ++i) {
+    if (IsTensor(node->output(i)) && !AliasesOrUnknown(schema->returns(), i)) {
+      plan.outputs.push_back(i);
+    }
+  }
+  plan.site.weight_input = WeightInput(node);
+  return plan;
+}
+
+bool HasInlinedSubmodules(const jit::Module& module) {
+  const c10::optional<jit::Method> forward = module.find_method("forward");
+  const auto children = module.children();
+  const bool has_children = children.begin() != children.end();
+  return has_children && forward && !HasModuleCall(forward->graph()->block());
+}
+
+// The graph a prim::CallFunction, or a prim::CallMethod of a script class (not a
+// module), runs; nullptr when it cannot be known before run time.
+std::shared_ptr<jit::Graph> CalleeGraph(const jit::Node* call) {
+  jit::Function* callee = nullptr;
+  if (call->kind() == c10::prim::CallFunction) {
+    if (const auto type = call->input(0)->type()->cast<c10::FunctionType>()) {
+      callee = type->function();
+    }
+  } else if (const auto type = call->input(0)->type()->cast<c10::ClassType>()) {
+    callee = type->findMethod(call->s(c10::attr::name));
+  }
+  if (callee == nullptr) return nullptr;
+  const jit::GraphFunction* graph_function = jit::tryToGraphFunction(*callee);
+  return graph_function == nullptr ? nullptr : graph_function->graph();
+}
+
+// Plans the hooks of a module's graphs: the methods of it and of every submodule, then
+// the functions (and script-class methods) they call, whose ops run under the caller's
+// path; each distinct graph once.
+class HookPlanner {
+ public:
+  explicit HookPlanner(InstrumentationCoverage& coverage) : coverage_(coverage) {}
+
+  std::vector<NodePlan> PlanModule(const jit::Module& module) {
+    for (const jit::Module& submodule : module.modules()) {
+      if (HasInlinedSubmodules(submodule)) coverage_.submodules_inlined = true;
+      for (const jit::Method& method : submodule.get_methods()) {
+        const std::shared_ptr<jit::Graph> graph = method.graph();
+        PlanGraph(*graph, graph->inputs().empty() ? nullptr : graph->inputs()[0]);
+      }
+    }
+    while (!called_graphs_.empty()) {
+      const std::shared_ptr<jit::Graph> graph = called_graphs_.back();
+      called_graphs_.pop_back();
+      PlanGraph(*graph, /*self=*/nullptr);
+    }
+    return std::move(plans_);
+  }
+
+ private:
+  // Plans one graph (nested blocks included) unless it was planned already. `self`
+  // is the module input of a method graph, nullptr for functions.
+  void PlanGraph(jit::Graph& graph, const jit::Value* self) {
+    if (!planned_.insert(&graph).second) return;
+    std::vector<jit::Node*> nodes;
+    CollectNodes(graph.block(), nodes);
+    for (jit::Node* node : nodes) PlanNode(node, self);
+    ++coverage_.graphs;
+  }
+
+  void PlanNode(jit::Node* node, const jit::Value* self) {
+    const c10::Symbol kind = node->kind();
+    if (kind == c10::prim::CallMethod && IsModuleValue(node->input(0))) {
+      plans_.push_back(PlanModuleCall(node, self));
+      ++coverage_.module_calls;
+    } else if (kind == c10::prim::CallMethod || kind == c10::prim::CallFunction) {
+      std::shared_ptr<jit::Graph> callee = CalleeGraph(node);
+      if (callee == nullptr) {
+        ++coverage_.function_calls;
+      } else {
+        called_graphs_.push_back(std::move(callee));
+      }
+    } else if (c10::optional<NodePlan> plan = PlanOp(node)) {
+      AddOpPlan(std::move(*plan));
+    }
+  }
+
+  void AddOpPlan(NodePlan plan) {
+    if (plan.inputs.empty() && plan.outputs.empty()) {
+      ++coverage_.unobserved_ops;
+      return;
+    }
+    const int weight = plan.site.weight_input;
+    if (weight >= 0 && plan.node->input(weight)->node()->kind() == c10::prim::Constant) {
+      coverage_.submodules_inlined = true;  // weights folded into the graph: frozen
+    }
+    ++coverage_.ops;
+    plans_.push_back(std::move(plan));
+  }
+
+  InstrumentationCoverage& coverage_;
+  std::vector<NodePlan> plans_;
+  std::unordered_set<const jit::Graph*> planned_;
+  std::vector<std::shared_ptr<jit::Graph>> called_graphs_;  // not planned yet
+};
+
+// Creates (does not insert) a call of `op` on `tensor` (nullptr: none) and the slot id,
+// whose constant goes right before `node`.
+jit::Node* CreateHookCall(c10::Symbol op, jit::Value* tensor, int64_t slot, jit::Node* node) {
+  jit::Graph& graph = *node->owningGraph();
+  jit::WithInsertPoint at_node(node);
+  jit::Value* slot_value = graph.insertConstant(slot);
+  std::vector<jit::Value*> inputs;
+  if (tensor != nullptr) inputs.push_back(tensor);
+  inputs.push_back(slot_value);
+  jit::Node* call = graph.create(op, inputs, tensor != nullptr ? 1 : 0);
+  // The observer may change the dtype: declare an unspecialized Tensor.
+  if (tensor != nullptr) call->output()->setType(c10::TensorType::get());
+  return call;
+}
+
+void InsertBefores(const NodePlan& plan, int site, SiteTable& table) {
+  static const c10::Symbol before = OpSymbol(kBeforeSchema);
+  for (size_t i : plan.inputs) {
+    const int64_t slot = table.AddSlot(site, static_cast<int>(i));
+    jit::Node* call = CreateHookCall(before, plan.node->input(i), slot, plan.node);
+    call->insertBefore(plan.node);
+    plan.node->replaceInput(i, call->output());
+  }
+}
+
+// Returns the last node inserted after plan.node (plan.node itself when none).
+jit::Node* InsertAfters(const NodePlan& plan, int site, SiteTable& table) {
+  static const c10::Symbol after = OpSymbol(kAfterSchema);
+  jit::Node* last = plan.node;
+  for (size_t i : plan.outputs) {
+    jit::Value* output = plan.node->output(i);
+    const int64_t slot = table.AddSlot(site, static_cast<int>(i));
+    jit::Node* call = CreateHookCall(after, output, slot, plan.node);
+    call->insertAfter(last);
+    output->replaceAllUsesWith(call->output());
+    call->replaceInput(0, output);  // the one use that must stay
+    last = call;
+  }
+  return last;
+}
+
+// Inserts, in this order: befores, enter_module, the node, afters, exit_module.
+void InsertHooks(const NodePlan& plan, SiteTable& table) {
+  static const c10::Symbol enter = OpSymbol(kEnterSchema);
+  static const c10::Symbol exit = OpSymbol(kExitSchema);
+  const int site = table.AddSite(plan.site);
+  const bool module_call = plan.site.kind == Kind::kModuleCall;
+  InsertBefores(plan, site, table);
+  if (module_call) {
+    CreateHookCall(enter, nullptr, table.AddSlot(site, -1), plan.node)->insertBefore(plan.node);
+  }
+  jit::Node* last = InsertAfters(plan, site, table);
+  if (module_call) {
+    CreateHookCall(exit, nullptr, table.AddSlot(site, -1), plan.node)->insertAfter(last);
+  }
+}
+
+std::string CountOf(int count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+std::string JoinPath(const std::string& parent, const std::string& child) {
+  if (child.empty()) return parent;
+  if (parent.empty()) return child;
+  return parent + "." + child;
+}
+
+}  // namespace
+
+// The sites of one instrumentation and its run-time call stack; the custom ops' kernels
+// read the thread's active State.
+struct GraphInstrumentation::State {
+  std::string root_path;
+  SiteTable table;
+  std::vector<std::string> call_stack;   // full paths of the calls entered, innermost last
+  const std::string* last_op = nullptr;  // into table.sites
+
+  const std::string& CurrentPath() const {
+    return call_stack.empty() ? root_path : call_stack.back();
+  }
+  const GraphSite& SiteOf(const HookSlot& slot) const {
+    return table.sites[static_cast<size_t>(slot.site)];
+  }
+
+  static thread_local State* active;
+  static thread_local GraphObserver* active_observer;
+
+  // The active instrumentation's slot `id`; nullptr when no scope is active or another
+  // instrumentation owns the slot (the op then passes its value through).
+  static const HookSlot* FindActiveSlot(int64_t id) {
+    return active == nullptr ? nullptr : active->table.Find(id);
+  }
+  static at::Tensor Before(at::Tensor value, int64_t slot_id);
+  static at::Tensor After(at::Tensor value, int64_t slot_id);
+  static void EnterModule(int64_t slot_id);
+  static void ExitModule(int64_t slot_id);
+  // Registers the custom ops on the first call; throws c10::Error if that fails.
+  static void RegisterOpsOnce();
+};
+
+thread_local GraphInstrumentation::State* GraphInstrumentation::State::active = nullptr;
+thread_local GraphObserver* GraphInstrumentation::State::active_observer = nullptr;
+
+at::Tensor GraphInstrumentation::State::Before(at::Tensor value, int64_t slot_id) {
+  const HookSlot* slot = FindActiveSlot(slot_id);
+  if (slot == nullptr) return value;
+  const GraphSite& site = active->SiteOf(*slot);
+  if (site.kind == Kind::kOp) active->last_op = &site.op;
+  at::Tensor result = active_observer->Before(active->CurrentPath(), site, slot->io_index, value);
+  TORCH_CHECK(result.defined(), "GraphObserver::Before returned no tensor for ", site.op);
+  return result;
+}
+
+at::Tensor GraphInstrumentation::State::After(at::Tensor value, int64_t slot_id) {
+  const HookSlot* slot = FindActiveSlot(slot_id);
+  if (slot == nullptr) return value;
+  const GraphSite& site = active->SiteOf(*slot);
+  at::Tensor result = active_observer->After(active->CurrentPath(), site, slot->io_index, value);
+  TORCH_CHECK(result.defined(), "GraphObserver::After returned no tensor for ", site.op);
+  return result;
+}
+
+void GraphInstrumentation::State::EnterModule(int64_t slot_id) {
+  const HookSlot* slot = FindActiveSlot(slot_id);
+  if (slot == nullptr) return;
+  std::string callee_path = JoinPath(active->CurrentPath(), active->SiteOf(*slot).callee);
+  active->call_stack.push_back(std::move(callee_path));
+}
+
+void GraphInstrumentation::State::ExitModule(int64_t slot_id) {
+  if (FindActiveSlot(slot_id) == nullptr || active->call_stack.empty()) return;
+  active->call_stack.pop_back();
+}
+
+void GraphInstrumentation::State::RegisterOpsOnce() {
+  // CONSERVATIVE: the ops count as side effects, so no pass removes or reorders them.
+  // (Options cannot be moved: each registration builds its own.)
+  constexpr c10::AliasAnalysisKind kConservative = c10::AliasAnalysisKind::CONSERVATIVE;
+  using Registry = torch::RegisterOperators;
+  static const Registry registry =
+      Registry()
+          .op(kBeforeSchema, &State::Before, Registry::options().aliasAnalysis(kConservative))
+          .op(kAfterSchema, &State::After, Registry::options().aliasAnalysis(kConservative))
+          .op(kEnterSchema, &State::EnterModule, Registry::options().aliasAnalysis(kConservative))
+          .op(kExitSchema, &State::ExitModule, Registry::options().aliasAnalysis(kConservative));
+}
+
+GraphInstrumentation::GraphInstrumentation() : state_(std::make_unique<State>()) {}
+
+GraphInstrumentation::~GraphInstrumentation() = default;
+
+std::unique_ptr<GraphInstrumentation> GraphInstrumentation::Instrument(
+    torch::jit::Module& module, const std::string& root_path) {
+  std::unique_ptr<GraphInstrumentation> instrumentation(new GraphInstrumentation());
+  State& state = *instrumentation->state_;
+  state.root_path = root_path;
+  try {
+    State::RegisterOpsOnce();
+  } catch (const c10::Error&) {
+    return instrumentation;  // graphs left untouched: nothing seen, coverage all zero
+  }
+  const std::vector<NodePlan> plans = HookPlanner(instrumentation->coverage_).PlanModule(module);
+  size_t slot_count = 0;
+  for (const NodePlan& plan : plans) slot_count += plan.SlotCount();
+  state.table.first_slot = next_slot_id.fetch_add(static_cast<int64_t>(slot_count));
+  for (const NodePlan& plan : plans) InsertHooks(plan, state.table);
+  assert(state.table.slots.size() == slot_count);
+  return instrumentation;
+}
+
+GraphInstrumentation::ActiveScope::ActiveScope(GraphInstrumentation& instrumentation,
+                                               GraphObserver& observer)
+    : previous_state_(State::active), previous_observer_(State::active_observer) {
+  instrumentation.ResetStack();
+  State::active = instrumentation.state_.get();
+  State::active_observer = &observer;
+}
+
+GraphInstrumentation::ActiveScope::~ActiveScope() {
+  State::active = previous_state_;
+  State::active_observer = previous_observer_;
+}
+
+std::string GraphInstrumentation::current_path() const { return state_->CurrentPath(); }
+
+std::string GraphInstrumentation::last_op() const {
+  return state_->last_op == nullptr ? std::string() : *state_->last_op;
+}
+
+void GraphInstrumentation::ResetStack() {
+  state_->call_stack.clear();
+  state_->last_op = nullptr;
+}
+
+std::string InstrumentationCoverage::Summary() const {
+  std::string summary = CountOf(module_calls, "module call") + ", " + CountOf(ops, "op") + " in " +
+                        CountOf(graphs, "graph");
+  if (function_calls > 0) {
+    summary += "; " + CountOf(function_calls, "function call") + " not entered";
+  }
+  if (unobserved_ops > 0) {
+    summary += "; " + CountOf(unobserved_ops, "view or in-place op") + " not observed";
+  }
+  if (submodules_inlined) {
+    summary += "; submodules inlined: their ops are reported under the caller's path";
+  }
+  return summary;
+}
+
+ScopedPlainGraphExecution::ScopedPlainGraphExecution()
+    : optimize_(torch::jit::getGraphExecutorOptimize()) {
+  torch::jit::setGraphExecutorOptimize(false);
+}
+
+ScopedPlainGraphExecution::~ScopedPlainGraphExecution() {
+  torch::jit::setGraphExecutorOptimize(optimize_);
+}
+
+}  // namespace framegate
