@@ -32,8 +32,9 @@ int RunAudit(const AuditOptions& o) {
       std::cout << "  " << m.module << ": input " << DtypeName(m.input) << ", weight "
                 << DtypeName(m.weight) << "\n";
     if (audit->step_error) std::cout << "traced step failed: " << audit->step_error->Reason() << "\n";
+    if (!audit->observed.empty()) std::cout << "watched: " << audit->observed << "\n";
   } else {
-    std::cout << "(a model package has no named modules to trace: weights only)\n";
+    std::cout << "NOT traced: only the stored weights were checked\n";
   }
   std::cout << (audit->Clean() ? "clean\n" : "FOUND dtype problems\n");
   return audit->Clean() ? kExitOk : kExitFailed;

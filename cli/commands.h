@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/cell.h"
+#include "harness/run_record.h"
 #include "harness/status.h"
 #include "pipelines/pipeline_run.h"
 
@@ -23,6 +24,7 @@ struct Command {
   std::function<int()> run;
 };
 
+Command AddAdviseCommand(CLI::App& parent);
 Command AddAuditCommand(CLI::App& parent);
 Command AddDevicesCommand(CLI::App& parent);
 Command AddGenerateCommand(CLI::App& parent);
@@ -40,6 +42,9 @@ Command AddHistoryCommand(CLI::App& parent);
 Command AddMergeCommand(CLI::App& parent);
 Command AddRegressionsCommand(CLI::App& parent);
 Command AddListCommand(CLI::App& parent);
+
+// A new run's identity and provenance (id, time, host, versions) for the store.
+RunInfo NewRunInfo(const std::string& tags, const std::string& command);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);

@@ -50,7 +50,7 @@ StatusOr<nlohmann::json> PolicyWeightBytes(const InfoOptions& options) {
   return rows;
 }
 
-int RunInfo(const InfoOptions& options) {
+int RunInfoCommand(const InfoOptions& options) {
   ConfigureThreads(options.threads);
   const BuildInfo build = CollectBuildInfo();
   const CpuInfo cpu = DetectCpu();
@@ -112,7 +112,7 @@ Command AddInfoCommand(CLI::App& parent) {
   app->add_option("--policy", options->policies,
                   "Report the stored weight bytes under these policies ('all': every preset)");
   app->add_option("--size", options->size, "Reference size for --policy")->capture_default_str();
-  return {app, [options] { return RunInfo(*options); }};
+  return {app, [options] { return RunInfoCommand(*options); }};
 }
 
 }  // namespace framegate

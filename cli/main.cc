@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
                "when the device or the precision changes."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(FRAMEGATE_VERSION_STRING));
-  std::vector<Command> commands = {AddAuditCommand(app),  AddCheckCommand(app),
+  std::vector<Command> commands = {AddAdviseCommand(app), AddAuditCommand(app),  AddCheckCommand(app),
                                    AddGenerateCommand(app), AddGoldenCommand(app),
                                    AddInfoCommand(app),   AddMetricsCommand(app)};
   for (auto add : {AddCompareCommand, AddDbCommand, AddDevicesCommand, AddHistoryCommand,

@@ -98,6 +98,25 @@ std::string Hostname() {
   return host;
 }
 
+}  // namespace
+
+RunInfo NewRunInfo(const std::string& tags, const std::string& command) {
+  const BuildInfo build = CollectBuildInfo();
+  RunInfo info;
+  info.run_id = NewRunId();
+  info.started_at = NowIso8601();
+  info.host = Hostname();
+  info.git_sha = build.git_sha;
+  info.framegate_version = build.framegate_version;
+  info.libtorch_version = build.libtorch_version;
+  info.blas = build.blas;
+  info.tags = tags;
+  info.command = command;
+  return info;
+}
+
+namespace {
+
 // Golden frames for the HTML report, read from the golden file a cell was judged with.
 StatusOr<Video> ReadGoldenVideo(const std::string& path) {
   StatusOr<Golden> g = ReadGolden(path);
@@ -170,19 +189,10 @@ nlohmann::json DeviceVerdicts(const RunRecord& run, std::ostream& out) {
 }
 
 RunInfo MakeRunInfo(const RunOptions& o, const MatrixSpec& spec, const std::string& command) {
-  const BuildInfo build = CollectBuildInfo();
-  RunInfo info;
-  info.run_id = o.resume.empty() ? NewRunId() : o.resume;
-  info.started_at = NowIso8601();
-  info.host = Hostname();
-  info.git_sha = build.git_sha;
-  info.framegate_version = build.framegate_version;
-  info.libtorch_version = build.libtorch_version;
-  info.blas = build.blas;
-  info.tags = o.tags;
+  RunInfo info = NewRunInfo(o.tags, command);
+  if (!o.resume.empty()) info.run_id = o.resume;
   info.matrix_path = o.adhoc ? "" : spec.source;
   info.matrix_sha256 = spec.sha256;
-  info.command = command;
   info.shard = o.shard;
   return info;
 }

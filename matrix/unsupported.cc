@@ -58,7 +58,7 @@ std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& f
     const std::string unmet = UnmetRequirement(requirement, *device);
     if (!unmet.empty()) return unmet;
   }
-  const StatusOr<DtypePolicy> policy = FindPolicy(cell.policy);
+  const StatusOr<DtypePolicy> policy = FindPolicyIn(cell.policy, cell.policy_file);
   if (!policy.ok()) return policy.status().message();
   if (!IsGpu(*device) && policy->compute == c10::kHalf) {
     return "policy " + cell.policy + " computes in fp16: LibTorch " TORCH_VERSION

@@ -8,6 +8,24 @@
 namespace framegate {
 namespace {
 
+// One traced step: the denoiser on the seed's inputs at the first timestep, every module
+// (and, in a package, every op with a weight) whose input dtype differs from its weight's.
+void TraceOneStep(VideoModel& model, DtypeAudit* audit) {
+  audit->traced = true;
+  model.SetMismatchLog(&audit->inputs);
+  const GenerationInputs in = DrawInputs(model.geometry(), 0);
+  const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
+  try {
+    model.BeginStep(0);
+    model.PredictNoise(in.noise.to(opts),
+                       at::full({1}, 999.0, at::TensorOptions().device(model.device())),
+                       in.cond.to(opts));
+  } catch (const std::exception& e) {
+    audit->step_error = ClassifyError(e.what(), model.CurrentModule(), model.CurrentOp());
+  }
+  model.SetMismatchLog(nullptr);
+}
+
 DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
   DtypeAudit audit;
   const DtypePolicy decoder_policy = DecoderPolicyOf(policy);
@@ -17,19 +35,7 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
     if (w.stored.scalar_type() != expected)
       audit.weights.push_back({w.name, DtypeName(expected), DtypeName(w.stored.scalar_type())});
   }
-  // One traced step: the denoiser on the seed's inputs at the first timestep.
-  audit.traced = true;
-  model.SetMismatchLog(&audit.inputs);
-  const GenerationInputs in = DrawInputs(model.geometry(), 0);
-  const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
-  try {
-    model.BeginStep(0);
-    model.PredictNoise(in.noise.to(opts), at::full({1}, 999.0, at::TensorOptions().device(model.device())),
-                       in.cond.to(opts));
-  } catch (const std::exception& e) {
-    audit.step_error = ClassifyError(e.what(), model.CurrentModule());
-  }
-  model.SetMismatchLog(nullptr);
+  TraceOneStep(model, &audit);
   return audit;
 }
 
@@ -58,9 +64,17 @@ StatusOr<DtypeAudit> AuditDtypes(const PipelineSpec& spec) {
     if (!tensors.ok()) return tensors.status();
     DtypeAudit audit;
     for (const PackageTensor& t : *tensors) {
-      if (c10::isFloatingType(t.dtype) && t.dtype != spec.policy.compute)
-        audit.weights.push_back({t.name, DtypeName(spec.policy.compute), DtypeName(t.dtype)});
+      const std::string module = ModuleOfWeight(t.name);  // "denoiser.blocks.0.ff.0"
+      const c10::ScalarType expected = spec.policy.InFp32Module(module) ? c10::kFloat
+                                                                         : spec.policy.compute;
+      if (c10::isFloatingType(t.dtype) && t.dtype != expected)
+        audit.weights.push_back({t.name, DtypeName(expected), DtypeName(t.dtype)});
     }
+    StatusOr<std::unique_ptr<VideoModel>> model =
+        LoadModelPackage(spec.model_dir, spec.policy, *device);
+    if (!model.ok()) return model.status();
+    TraceOneStep(**model, &audit);
+    audit.observed = (*model)->ObservedSummary();
     return audit;
   }
   StatusOr<ReferenceSize> size = FindReferenceSize(spec.size);

@@ -1,6 +1,9 @@
 // The dtype audit (field reports F1 and F4): before running, every weight whose stored
 // dtype is not what the policy asks for; after one traced denoiser step, every module
-// whose input dtype differs from its weight's.
+// (in a model package: every op with a weight, by module path) whose input dtype differs
+// from its weight's. The traced step runs on this device's kernels, but the finding does
+// not depend on them: a mismatch is recorded before the op runs, so a device whose
+// autocast would hide it (CUDA) still gets it.
 #pragma once
 
 #include <optional>
@@ -22,7 +25,8 @@ struct DtypeAudit {
   std::vector<WeightDtypeFinding> weights;  // before running
   std::vector<DtypeMismatch> inputs;        // during one traced step
   std::optional<ClassifiedError> step_error;  // the traced step raised
-  bool traced = false;  // false for model packages (no named modules to trace)
+  bool traced = false;        // one denoiser step ran with every input dtype watched
+  std::string observed;       // packages: what the instrumentation saw (ObservedSummary)
   bool Clean() const { return weights.empty() && inputs.empty() && !step_error; }
 };
 

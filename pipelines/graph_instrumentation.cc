@@ -161,7 +161,20 @@ bool IsWeightRead(const jit::Value* value) {
   return IsTensor(value) && (producer == c10::prim::GetAttr || producer == c10::prim::Constant);
 }
 
+// linear and the convolutions name their weight by position: operand 1 is the weight even
+// when it reaches the op as a method argument (nn.Conv3d's _conv_forward(input, weight)).
+bool HasPositionalWeight(c10::Symbol kind) {
+  static const auto* const kinds = new std::unordered_set<c10::Symbol>{
+      c10::Symbol::fromQualString("aten::linear"), c10::Symbol::fromQualString("aten::conv1d"),
+      c10::Symbol::fromQualString("aten::conv2d"), c10::Symbol::fromQualString("aten::conv3d"),
+      c10::Symbol::fromQualString("aten::_convolution")};
+  return kinds->count(kind) > 0;
+}
+
 int WeightInput(const jit::Node* node) {
+  if (HasPositionalWeight(node->kind()) && node->inputs().size() > 1 && IsTensor(node->input(1))) {
+    return 1;
+  }
   for (size_t index : WeightOperandCandidates(node->kind())) {
     if (index < node->inputs().size() && IsWeightRead(node->input(index))) {
       return static_cast<int>(index);

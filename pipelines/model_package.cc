@@ -247,9 +247,9 @@ StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir,
     if (!m.ok()) return m.status();
     ApplyPolicy(*m, policy, device);
     for (const auto& p : m->module.named_parameters(/*recurse=*/true))
-      tensors.push_back({std::string(root) + "." + p.name, p.value.scalar_type()});
+      tensors.push_back({std::string(root) + "." + p.name, p.value.scalar_type(), p.value.numel()});
     for (const auto& b : m->module.named_buffers(/*recurse=*/true))
-      tensors.push_back({std::string(root) + "." + b.name, b.value.scalar_type()});
+      tensors.push_back({std::string(root) + "." + b.name, b.value.scalar_type(), b.value.numel()});
   }
   return tensors;
 }

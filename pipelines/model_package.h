@@ -40,6 +40,7 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
 struct PackageTensor {
   std::string name;
   c10::ScalarType dtype;
+  int64_t numel = 0;
 };
 StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir,
                                                         const DtypePolicy& policy,

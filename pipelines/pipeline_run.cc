@@ -26,6 +26,26 @@ StatusOr<c10::Device> ParseDevice(const std::string& text) {
   }
 }
 
+StatusOr<std::vector<WeightSize>> ListWeightSizes(const PipelineSpec& spec) {
+  std::vector<WeightSize> sizes;
+  const c10::Device cpu(c10::kCPU);
+  if (!spec.model_dir.empty()) {
+    StatusOr<std::vector<PackageTensor>> tensors = ListPackageTensors(spec.model_dir, Fp32Policy(), cpu);
+    if (!tensors.ok()) return tensors.status();
+    for (const PackageTensor& t : *tensors) {
+      if (c10::isFloatingType(t.dtype)) sizes.push_back({t.name, t.numel});
+    }
+    return sizes;
+  }
+  StatusOr<ReferenceSize> size = FindReferenceSize(spec.size);
+  if (!size.ok()) return size.status();
+  StatusOr<std::unique_ptr<ReferenceModel>> model =
+      ReferenceModel::Create(*size, Fp32Policy(), cpu, spec.weight_seed, spec.fault);
+  if (!model.ok()) return model.status();
+  for (const WeightEntry& w : (*model)->weights().entries()) sizes.push_back({w.name, w.master.numel()});
+  return sizes;
+}
+
 StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObserver& on_module,
                                       const StepObserver& on_step) {
   StatusOr<c10::Device> device = ParseDevice(spec.device);

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "harness/error_class.h"
 #include "harness/status.h"
@@ -47,6 +48,15 @@ struct PipelineOutcome {
 StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec,
                                       const ModuleObserver& on_module = nullptr,
                                       const StepObserver& on_step = nullptr);
+
+// Every weight of the pipeline (parameters and floating buffers) with its number of
+// elements, named as FP32 islands name modules: "blocks.0.ff.0.weight" (reference model),
+// "denoiser.blocks.0.ff.0.weight" (package). Built in FP32 on the CPU.
+struct WeightSize {
+  std::string name;
+  int64_t numel = 0;
+};
+StatusOr<std::vector<WeightSize>> ListWeightSizes(const PipelineSpec& spec);
 
 // Parses "cpu" / "cuda:N"; Unsupported when this build lacks the device.
 StatusOr<c10::Device> ParseDevice(const std::string& text);

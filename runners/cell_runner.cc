@@ -177,6 +177,17 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     };
   };
   const ModuleObserver on_module = options.probes ? watch(probes) : nullptr;
+  // With probes, each module output is also compared with the same cell's FP32 run
+  // (SQNR), so that a FAIL without NaN says where the error grows.
+  NumericProbes fp32_outputs(/*ranges=*/false);
+  if (options.probes && spec->policy.name != Fp32Policy().name) {
+    PipelineSpec fp32 = *spec;
+    fp32.policy = Fp32Policy();
+    fp32_outputs.KeepOutputsForSqnr();
+    StatusOr<PipelineOutcome> reference = RunPipeline(fp32, watch(fp32_outputs));
+    if (!reference.ok()) return reference.status();
+    if (reference->kind == PipelineOutcome::Kind::kFinished) probes.CompareWith(&fp32_outputs);
+  }
   std::vector<NonfiniteCount> step_counts;
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
     step_counts.push_back(CountNonfinite(latents));
