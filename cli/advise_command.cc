@@ -100,9 +100,16 @@ int RunAdvise(const AdviseCliOptions& o) {
          << "weights kept in FP32: " << share << " of the model's\n"
          << "the policy (add it to a matrix file, or pass the file with --policy-file):\n\n"
          << a.policy_toml << "\n";
+  } else if (a.runs.back().islands == std::vector<std::string>{"*"}) {
+    text << "it fails with the whole model in FP32 too (" << StatusName(a.status_after)
+         << "): not a precision problem FP32 islands can cure\n";
+  } else if (a.runs.size() == 1) {
+    text << "cannot advise: " << StatusName(a.status_before)
+         << " is not a failure FP32 islands cure (NONFINITE, BROKEN_FRAMES, FAIL, ERROR "
+            "dtype_mismatch)\n";
   } else {
     text << "no passing set of FP32 islands found in " << a.runs.size() << " runs (last: "
-         << StatusName(a.status_after) << ")\n";
+         << StatusName(a.status_after) << "); try a larger --max-runs\n";
   }
   if (!o.json_path.empty()) {
     const Status written = WriteOutputFile(o.json_path, AdviceToJson(a).dump(2) + "\n");
