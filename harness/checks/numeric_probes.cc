@@ -37,16 +37,14 @@ struct RangeScan {
   double absmax = 0;
   int64_t overflow = 0, underflow = 0;
 };
-RangeScan Scan(const at::Tensor& value, const DtypeLimits& lim) {
-  const at::Tensor f = value.detach().to(at::kCPU, at::kFloat).contiguous();
-  const float* p = f.data_ptr<float>();
-  const int64_t n = f.numel();
+template <typename T>
+RangeScan ScanValues(const T* p, int64_t n, const DtypeLimits& lim) {
   const float max = static_cast<float>(std::min<double>(lim.max, std::numeric_limits<float>::max()));
   const float tiny = static_cast<float>(lim.smallest_normal);
   RangeScan r;
   float absmax = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const float a = std::fabs(p[i]);
+    const float a = std::fabs(static_cast<float>(p[i]));
     if (!(a <= std::numeric_limits<float>::max())) {
       if (std::isnan(a)) ++r.nonfinite.nan; else ++r.nonfinite.inf;
       continue;
@@ -57,6 +55,21 @@ RangeScan Scan(const at::Tensor& value, const DtypeLimits& lim) {
   }
   r.absmax = absmax;
   return r;
+}
+
+// Reads a contiguous CPU tensor of float32, bfloat16 or float16 in place (most module and
+// op outputs of a package: no copy); anything else through a float32 copy.
+RangeScan Scan(const at::Tensor& value, const DtypeLimits& lim) {
+  if (value.device().is_cpu() && value.is_contiguous()) {
+    switch (value.scalar_type()) {
+      case at::kFloat: return ScanValues(value.data_ptr<float>(), value.numel(), lim);
+      case at::kBFloat16: return ScanValues(value.data_ptr<c10::BFloat16>(), value.numel(), lim);
+      case at::kHalf: return ScanValues(value.data_ptr<c10::Half>(), value.numel(), lim);
+      default: break;
+    }
+  }
+  const at::Tensor f = value.detach().to(at::kCPU, at::kFloat).contiguous();
+  return ScanValues(f.data_ptr<float>(), f.numel(), lim);
 }
 
 }  // namespace
