@@ -255,5 +255,34 @@ policies = ["fp32"]
             std::filesystem::path(dir + "/models/my-model").lexically_normal().string());
 }
 
+TEST(MatrixExpandTest, AMatrixDefinesPoliciesItsCellsCarryTheFileOf) {
+  const std::string toml = R"(
+[axes]
+pipelines = ["tiny"]
+devices = ["cpu"]
+policies = ["bf16", "mine"]
+seeds = [0]
+
+[policy.mine]
+based_on = "bf16"
+fp32_modules = ["blocks.*.ff"]
+
+[tolerance]
+mine = "bf16"
+)";
+  StatusOr<MatrixSpec> spec = ParseMatrix(toml, "/srv/m.toml", "/srv", {});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->cells.size(), 2u);
+  EXPECT_EQ(spec->cells[0].policy_file, "");  // a preset
+  EXPECT_EQ(spec->cells[1].policy, "mine");
+  EXPECT_EQ(spec->cells[1].policy_file, "/srv/m.toml");
+  StatusOr<MatrixSpec> bad = ParseMatrix(
+      "[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\"]\nseeds = [0]\npolicies = [\"theirs\"]\n",
+      "m.toml", "", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("m.toml:5:", 0), 0u) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("unknown policy 'theirs'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace framegate

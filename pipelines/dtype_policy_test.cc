@@ -58,5 +58,54 @@ TEST(DtypePolicyTest, EveryPresetPolicyHasAShippedToleranceProfile) {
   EXPECT_EQ(FindToleranceProfile("nope").status().code(), Status::Code::kInvalidInput);
 }
 
+TEST(DtypePolicyTest, Fp32ModulesMatchAPathOrAnAncestor) {
+  DtypePolicy p;
+  p.fp32_modules = {"denoiser.blocks.*.ff", "decoder"};
+  EXPECT_TRUE(p.InFp32Module("denoiser.blocks.1.ff"));
+  EXPECT_TRUE(p.InFp32Module("denoiser.blocks.1.ff.0"));  // inside the island
+  EXPECT_TRUE(p.InFp32Module("decoder.conv_out"));
+  EXPECT_FALSE(p.InFp32Module("denoiser.blocks.1"));      // the island's parent is not
+  EXPECT_FALSE(p.InFp32Module("denoiser.blocks.1.attn"));
+  EXPECT_FALSE(p.InFp32Module("decoders"));
+  EXPECT_TRUE(p.IsIsland(ModuleKind::kOther, "decoder.up0"));
+  EXPECT_EQ(p.ComputeDtypeFor(ModuleKind::kOther, "denoiser.blocks.0.ff.2"), c10::kFloat);
+  EXPECT_EQ(ModuleOfWeight("denoiser.blocks.0.ff.0.weight"), "denoiser.blocks.0.ff.0");
+}
+
+TEST(DtypePolicyTest, AFileDefinesPoliciesBasedOnAPresetAndTheTableRoundTrips) {
+  StatusOr<PolicySet> set = PresetsAndPoliciesOf(
+      "name = \"m\"\n[policy.mine]\nbased_on = \"fp16-emulated\"\n"
+      "fp32_modules = [\"blocks.*.ff\"]\n", "m.toml");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  StatusOr<DtypePolicy> mine = FindPolicy("mine", *set);
+  ASSERT_TRUE(mine.ok());
+  EXPECT_TRUE(mine->emulate_fp16);  // from the preset
+  EXPECT_EQ(mine->based_on, "fp16-emulated");
+  EXPECT_EQ(mine->ToleranceProfileName(), "fp16-emulated");
+  EXPECT_EQ(mine->fp32_modules, std::vector<std::string>{"blocks.*.ff"});
+  // What ToToml writes parses back to the same policy.
+  StatusOr<PolicySet> again = PresetsAndPoliciesOf(mine->ToToml(), "again.toml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  const DtypePolicy back = *FindPolicy("mine", *again);
+  EXPECT_EQ(back.ToToml(), mine->ToToml());
+  EXPECT_TRUE(FindPolicy("fp32", *set).ok());  // the presets are there too
+}
+
+TEST(DtypePolicyTest, BadPolicyTablesNameTheFileAndThePlace) {
+  auto error = [](const std::string& toml) {
+    StatusOr<PolicySet> set = PresetsAndPoliciesOf(toml, "p.toml");
+    return set.ok() ? std::string("ok") : set.status().message();
+  };
+  EXPECT_EQ(error("[policy.bf16]\nstorage = \"bf16\"\n"),
+            "p.toml:1:1: policy 'bf16' is a preset; give the new policy another name");
+  EXPECT_NE(error("[policy.x]\nbased_on = \"fp13\"\n").find("p.toml:2:12: policy 'x': based_on: "
+                                                          "unknown policy 'fp13'"),
+            std::string::npos);
+  EXPECT_NE(error("[policy.x]\nfp32_modules = []\n").find("p.toml:2:16: policy 'x': fp32_modules"),
+            std::string::npos);
+  EXPECT_EQ(error("name = \"no policies\"\n"), "ok");
+  EXPECT_FALSE(FindPolicyIn("x", "/nonexistent/p.toml").ok());
+}
+
 }  // namespace
 }  // namespace framegate
