@@ -30,6 +30,21 @@ void Row(std::ostringstream& out, const std::string& name, const std::string& es
   out << "<tr><th>" << name << "</th><td>" << escaped_value << "</td></tr>";
 }
 
+// "denoiser.blocks.0.attn (aten::log)", "denoiser.blocks.0.attn", "aten::log"; escaped.
+std::string ModuleAndOp(const std::string& module, const std::string& op) {
+  if (op.empty()) return HtmlEscape(module);
+  if (module.empty()) return HtmlEscape(op);
+  return HtmlEscape(module) + " (" + HtmlEscape(op) + ")";
+}
+
+// "a, b, c" escaped, or a note when there are none.
+std::string ModuleList(const std::vector<std::string>& modules) {
+  if (modules.empty()) return "<span class=\"note\">none</span>";
+  std::string text;
+  for (const std::string& m : modules) text += (text.empty() ? "" : ", ") + HtmlEscape(m);
+  return text;
+}
+
 void FactsSection(const CellResult& r, std::ostringstream& out) {
   const Cell& c = r.cell;
   out << "<table class=\"facts\">";
@@ -38,6 +53,7 @@ void FactsSection(const CellResult& r, std::ostringstream& out) {
   if (!c.model_dir.empty()) Row(out, "model folder", HtmlEscape(c.model_dir));
   Row(out, "device", HtmlEscape(c.device));
   Row(out, "policy", HtmlEscape(PolicyShown(r)));
+  if (!c.policy_file.empty()) Row(out, "policy file", HtmlEscape(c.policy_file));
   Row(out, "seed", std::to_string(c.seed));
   if (!c.fault.empty()) Row(out, "fault", HtmlEscape(c.fault));
   if (!c.sampler.empty()) Row(out, "sampler", HtmlEscape(c.sampler));
@@ -45,6 +61,9 @@ void FactsSection(const CellResult& r, std::ostringstream& out) {
   if (!c.tolerance.empty()) Row(out, "tolerance", HtmlEscape(c.tolerance));
   if (!c.xfail.empty()) Row(out, "expected to fail", HtmlEscape(c.xfail));
   if (!r.error_class.empty()) Row(out, "error class", HtmlEscape(r.error_class));
+  if (!r.error_module.empty() || !r.error_op.empty()) {
+    Row(out, "raised in", ModuleAndOp(r.error_module, r.error_op));
+  }
   Row(out, "golden", r.golden.empty() ? "<span class=\"note\">none</span>" : HtmlEscape(r.golden));
   if (!r.artifacts_dir.empty()) Row(out, "artifacts", HtmlEscape(r.artifacts_dir));
   out << "</table><h2>Reproduce</h2><pre>"
@@ -204,8 +223,8 @@ void HealthSection(const CellResult& r, std::ostringstream& out) {
     Row(out, "first non-finite",
         "<span class=\"bad\">" +
             std::string(f.step < 0 ? "decoder" : "step " + std::to_string(f.step)) + " in " +
-            HtmlEscape(f.module) + " (" + std::to_string(f.count.nan) + " NaN, " +
-            std::to_string(f.count.inf) + " Inf)</span>");
+            HtmlEscape(f.module) + (f.op.empty() ? "" : " at " + HtmlEscape(f.op)) + " (" +
+            std::to_string(f.count.nan) + " NaN, " + std::to_string(f.count.inf) + " Inf)</span>");
   } else {
     Row(out, "first non-finite", "none found");
   }
@@ -221,18 +240,52 @@ void HealthSection(const CellResult& r, std::ostringstream& out) {
   Row(out, "frame defect",
       std::string(FrameDefectName(h.defect)) +
           (h.defect_frames > 0 ? " (" + std::to_string(h.defect_frames) + " frames)" : ""));
+  if (!r.observed.empty()) Row(out, "instrumentation saw", HtmlEscape(r.observed));
   out << "</table>";
   if (r.probes.empty()) return;
   out << "<h3>Least headroom</h3><table class=\"probes\"><tr><th>module</th><th>dtype</th>"
-         "<th>absmax</th><th>headroom (bits)</th><th>overflow</th><th>underflow</th></tr>";
+         "<th>absmax</th><th>headroom (bits)</th><th>overflow</th><th>underflow</th>"
+         "<th>SQNR vs FP32 (dB)</th></tr>";
   for (size_t i = 0; i < r.probes.size() && i < 10; ++i) {
     const ModuleProbe& p = r.probes[i];
     out << "<tr><td>" << HtmlEscape(p.module) << "</td><td>" << HtmlEscape(p.dtype) << "</td><td>"
         << NumberText(p.absmax) << "</td><td>" << NumberText(p.headroom_bits) << "</td><td>"
         << NumberText(p.overflow_fraction) << "</td><td>" << NumberText(p.underflow_fraction)
-        << "</td></tr>";
+        << "</td><td>" << (std::isnan(p.sqnr_db) ? "-" : NumberText(p.sqnr_db)) << "</td></tr>";
   }
   out << "</table>";
+  if (std::any_of(r.probes.begin(), r.probes.end(),
+                  [](const ModuleProbe& p) { return std::isnan(p.sqnr_db); })) {
+    out << "<p class=\"note\">SQNR -: not measured (no FP32 run of this cell, or the module "
+           "did not run there).</p>";
+  }
+}
+
+// The precision advisor's answer: what it tried, what it found, the policy to copy.
+void AdvisorSection(const CellResult& r, std::ostringstream& out) {
+  if (!r.advice) return;
+  const Advice& a = *r.advice;
+  out << "<h2>Advisor</h2><table class=\"advice\">";
+  Row(out, "status", StatusBadge(a.status_before) + " &rarr; " + StatusBadge(a.status_after));
+  Row(out, "FP32 islands", ModuleList(a.islands));
+  Row(out, "FP32 weight share",
+      std::isnan(a.fp32_weight_fraction) ? "-" : NumberText(100 * a.fp32_weight_fraction) + "%");
+  if (!a.policy_name.empty()) Row(out, "policy", HtmlEscape(a.policy_name));
+  out << "</table>";
+  if (!a.found()) {
+    out << "<p class=\"bad\">No set of FP32 islands tried made this cell pass.</p>";
+  }
+  out << "<h3>Runs tried (" << a.runs.size() << ")</h3><table class=\"advice-runs\"><tr>"
+         "<th>#</th><th>FP32 islands</th><th>status</th><th>reason</th></tr>";
+  for (size_t i = 0; i < a.runs.size(); ++i) {
+    const AdviceRun& run = a.runs[i];
+    out << "<tr><td>" << i + 1 << "</td><td>" << ModuleList(run.islands) << "</td><td>"
+        << StatusBadge(run.status) << "</td><td>" << HtmlEscape(run.reason) << "</td></tr>";
+  }
+  out << "</table>";
+  if (!a.policy_toml.empty()) {
+    out << "<h3>Policy</h3><pre class=\"policy\">" << HtmlEscape(a.policy_toml) << "</pre>";
+  }
 }
 
 void TimingsSection(const CellResult& r, std::ostringstream& out) {
@@ -302,6 +355,7 @@ Status WriteCellPage(const RunRecord& run, const CellResult& r, const HtmlReport
   FG_RETURN_IF_ERROR(FramesSection(r, options, dir + "/cells/" + id, out));
   ScoresCharts(r, out);
   HealthSection(r, out);
+  AdvisorSection(r, out);
   TimingsSection(r, out);
   HistorySection(run, r, options, out);
   out << PageEnd();

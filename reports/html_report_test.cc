@@ -16,6 +16,7 @@ namespace {
 using testing_data::FreshDir;
 using testing_data::MakeMetrics;
 using testing_data::MakeResult;
+using testing_data::SampleRun;
 
 constexpr int64_t kT = 3, kH = 16, kW = 20;
 
@@ -148,6 +149,73 @@ TEST(HtmlReportTest, HistoryGetsATableAndTrendPlots) {
   EXPECT_NE(history.find("2025-01-02"), std::string::npos);
   const std::string other = ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
   EXPECT_NE(other.find("No earlier runs of this cell."), std::string::npos);
+}
+
+// The part of `page` from the heading `h` to the next <h2> (or the end).
+std::string Section(const std::string& page, const std::string& h) {
+  const size_t start = page.find(h);
+  if (start == std::string::npos) return "";
+  const size_t end = page.find("<h2>", start + h.size());
+  return page.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+TEST(HtmlReportTest, CellPageShowsTheAdvisorsAnswerEscaped) {
+  const std::string dir = FreshDir("html_advice");
+  const RunRecord run = SampleRun();
+  ASSERT_TRUE(WriteHtmlReport(run, HtmlReportOptions(), dir + "/report").ok());
+  const CellResult& nonfinite = run.cells[2];
+  ASSERT_TRUE(nonfinite.advice.has_value());
+  const std::string page = ReadText(dir + "/report/cells/" + nonfinite.cell.Id() + ".html");
+  const std::string advisor = Section(page, "<h2>Advisor</h2>");
+  ASSERT_FALSE(advisor.empty()) << page;
+  // Before and after, the islands (escaped), the weight share, each run, the policy TOML.
+  EXPECT_NE(advisor.find(">NONFINITE</span> &rarr; <span"), std::string::npos) << advisor;
+  EXPECT_NE(advisor.find("blocks.0.spatial_attn, blocks.&lt;1&gt;.ff"), std::string::npos)
+      << advisor;
+  EXPECT_NE(advisor.find("6.25%"), std::string::npos) << advisor;
+  EXPECT_NE(advisor.find("Runs tried (2)"), std::string::npos);
+  EXPECT_NE(advisor.find("min_psnr 28 &lt; 30"), std::string::npos);
+  EXPECT_NE(advisor.find("<pre class=\"policy\">[policy.fp16-emulated-islands]\nbased_on = "
+                         "&quot;fp16-emulated&quot;"),
+            std::string::npos)
+      << advisor;
+  EXPECT_EQ(advisor.find("No set of FP32 islands"), std::string::npos);
+  EXPECT_EQ(page.find("blocks.<1>"), std::string::npos);
+  EXPECT_NE(page.find("matrix/&lt;islands&gt;.toml"), std::string::npos);
+  // Health: the op of the first NaN, what instrumentation saw, SQNR per probe ("-": none).
+  const std::string health = Section(page, "<h2>Health</h2>");
+  EXPECT_NE(health.find("step 3 in blocks.0.spatial_attn.logits at aten::exp (10 NaN"),
+            std::string::npos)
+      << health;
+  EXPECT_NE(health.find("37 module calls, 212 ops watched"), std::string::npos);
+  EXPECT_NE(health.find("<th>SQNR vs FP32 (dB)</th>"), std::string::npos);
+  EXPECT_NE(health.find("<td>12.5</td></tr>"), std::string::npos) << health;
+  EXPECT_NE(health.find("<td>-</td></tr>"), std::string::npos) << health;
+  // Cells without advice have no Advisor section; an ERROR cell names where it was raised.
+  const std::string error = ReadText(dir + "/report/cells/" + run.cells[3].cell.Id() + ".html");
+  EXPECT_EQ(error.find("<h2>Advisor</h2>"), std::string::npos);
+  EXPECT_NE(error.find("<th>raised in</th><td>denoiser.embed.time_mlp.0 (aten::linear)</td>"),
+            std::string::npos)
+      << error;
+}
+
+TEST(HtmlReportTest, AdviceThatFoundNothingSaysSo) {
+  const std::string dir = FreshDir("html_no_advice");
+  RunRecord run = SampleRun();
+  Advice& a = *run.cells[2].advice;
+  a.status_after = CellStatus::kNonfinite;
+  a.islands.clear();
+  a.policy_toml.clear();
+  a.runs.resize(1);
+  ASSERT_TRUE(WriteHtmlReport(run, HtmlReportOptions(), dir + "/report").ok());
+  const std::string page = ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
+  const std::string advisor = Section(page, "<h2>Advisor</h2>");
+  EXPECT_NE(advisor.find("No set of FP32 islands tried made this cell pass."), std::string::npos)
+      << advisor;
+  EXPECT_NE(advisor.find("<th>FP32 islands</th><td><span class=\"note\">none</span>"),
+            std::string::npos)
+      << advisor;
+  EXPECT_EQ(advisor.find("<pre"), std::string::npos);
 }
 
 TEST(HtmlReportTest, UnwritableFolderIsAnIoErrorNamingIt) {

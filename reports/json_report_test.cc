@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "harness/cell_result_json.h"
@@ -29,6 +30,25 @@ TEST(JsonReportTest, RoundTripsTheRunThroughAFile) {
   for (size_t i = 0; i < run.cells.size(); ++i) {
     EXPECT_EQ(CellResultToJson(back->cells[i]), CellResultToJson(run.cells[i])) << i;
   }
+  // The model-package and advisor fields, named so that a lost one is seen at once.
+  const CellResult& nonfinite = back->cells[2];
+  EXPECT_EQ(nonfinite.cell.policy_file, "matrix/<islands>.toml");
+  EXPECT_EQ(nonfinite.first_nonfinite.op, "aten::exp");
+  EXPECT_EQ(nonfinite.first_nonfinite.count.nan, 10);
+  EXPECT_EQ(nonfinite.observed, run.cells[2].observed);
+  ASSERT_EQ(nonfinite.probes.size(), 2u);
+  EXPECT_DOUBLE_EQ(nonfinite.probes[0].sqnr_db, 12.5);
+  EXPECT_TRUE(std::isnan(nonfinite.probes[1].sqnr_db));
+  ASSERT_TRUE(nonfinite.advice.has_value());
+  EXPECT_EQ(nonfinite.advice->status_after, CellStatus::kPass);
+  EXPECT_EQ(nonfinite.advice->islands, run.cells[2].advice->islands);
+  ASSERT_EQ(nonfinite.advice->runs.size(), 2u);
+  EXPECT_EQ(nonfinite.advice->runs[0].reason, "min_psnr 28 < 30");
+  EXPECT_EQ(nonfinite.advice->policy_toml, run.cells[2].advice->policy_toml);
+  EXPECT_DOUBLE_EQ(nonfinite.advice->fp32_weight_fraction, 0.0625);
+  EXPECT_EQ(back->cells[3].error_module, "denoiser.embed.time_mlp.0");
+  EXPECT_EQ(back->cells[3].error_op, "aten::linear");
+  EXPECT_FALSE(back->cells[0].advice.has_value());
 }
 
 TEST(JsonReportTest, WritesTheSummaryCounts) {

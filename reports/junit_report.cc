@@ -94,9 +94,14 @@ std::string Details(const CellResult& r) {
   std::ostringstream text;
   text << StatusName(r.status) << ": " << r.reason << "\n";
   if (!r.error_class.empty()) text << "error class: " << r.error_class << "\n";
+  if (!r.error_module.empty() || !r.error_op.empty()) {
+    text << "raised in: " << r.error_module
+         << (r.error_op.empty() ? "" : " (" + r.error_op + ")") << "\n";
+  }
   if (r.first_nonfinite.found) {
     text << "first non-finite: step " << r.first_nonfinite.step << " in "
-         << r.first_nonfinite.module << "\n";
+         << r.first_nonfinite.module
+         << (r.first_nonfinite.op.empty() ? "" : " at " + r.first_nonfinite.op) << "\n";
   }
   for (const NamedMetric& m : ShownMetrics(r))
     text << m.name << " = " << NumberText(m.value) << "\n";

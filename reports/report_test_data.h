@@ -31,8 +31,9 @@ inline ComparisonMetrics MakeMetrics(double min_psnr, double mean_ssim, int fram
   return m;
 }
 
-// cpu: PASS fp32 (3 repeats), FAIL bf16, NONFINITE fp16-emulated, ERROR fp8-e5m2,
-// UNSUPPORTED fp16; cuda:0: TIMEOUT fp32, XFAIL bf16.
+// cpu: PASS fp32 (3 repeats), FAIL bf16, NONFINITE fp16-emulated (with probes, the op of
+// the first NaN and the advisor's answer), ERROR fp8-e5m2 (with the module and op that
+// raised); UNSUPPORTED fp16; cuda:0: TIMEOUT fp32, XFAIL bf16.
 inline RunRecord SampleRun() {
   RunRecord run;
   run.info.run_id = "20250101T020000Z-0badc0de";
@@ -56,10 +57,28 @@ inline RunRecord SampleRun() {
   nonfinite.metrics = MakeMetrics(INFINITY, NAN, 4);
   nonfinite.health.defect = FrameDefect::kNonfinite;
   nonfinite.health.frames.assign(4, FrameDefect::kNonfinite);
-  nonfinite.first_nonfinite = {true, 3, "blocks.0.spatial_attn.logits", {10, 0}};
+  nonfinite.first_nonfinite = {true, 3, "blocks.0.spatial_attn.logits", "aten::exp", {10, 0}};
+  nonfinite.probes = {{"blocks.0.spatial_attn.logits", "float16", 65504, 0.01, 0, 0, 12.5},
+                      {"decoder.out", "float16", 2.0, 0, 0, 14.9}};  // SQNR not measured
+  nonfinite.observed = "37 module calls, 212 ops watched; 1 free function not entered";
+  nonfinite.cell.policy_file = "matrix/<islands>.toml";
+  Advice advice;
+  advice.status_before = CellStatus::kNonfinite;
+  advice.status_after = CellStatus::kPass;
+  advice.islands = {"blocks.0.spatial_attn", "blocks.<1>.ff"};
+  advice.policy_name = "fp16-emulated-islands";
+  advice.policy_toml =
+      "[policy.fp16-emulated-islands]\nbased_on = \"fp16-emulated\"\n"
+      "fp32_modules = [\"blocks.0.spatial_attn\", \"blocks.<1>.ff\"]\n";
+  advice.fp32_weight_fraction = 0.0625;
+  advice.runs = {{{"blocks.0.spatial_attn"}, CellStatus::kFail, "min_psnr 28 < 30"},
+                 {advice.islands, CellStatus::kPass, ""}};
+  nonfinite.advice = advice;
   CellResult error = MakeResult("cpu", "fp8-e5m2", CellStatus::kError,
                                 "dtype_mismatch: expected Float but found Half");
   error.error_class = "dtype_mismatch";
+  error.error_module = "denoiser.embed.time_mlp.0";
+  error.error_op = "aten::linear";
   CellResult unsupported =
       MakeResult("cpu", "fp16", CellStatus::kUnsupported, "no FP16 matmul on the CPU");
   CellResult timeout = MakeResult("cuda:0", "fp32", CellStatus::kTimeout, "no result after 600 s");

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/cell_result_json.h"
 #include "harness/store/schema.h"
 
 namespace framegate {
@@ -14,28 +15,37 @@ namespace framegate {
 const char* const kCellSelectColumns =
     "c.id, c.cell_id, c.latency_median_s, "
     "s.size, s.device, s.policy, s.seed, s.fault, s.sampler, s.steps, s.guidance, "
-    "c.model_dir, c.tolerance, c.xfail, c.requires, c.policy_used, c.status, c.reason, "
-    "c.error_class, c.golden, c.artifacts_dir, c.repro, "
+    "c.model_dir, c.tolerance, c.xfail, c.requires, c.policy_file, c.policy_used, c.status, "
+    "c.reason, c.error_class, c.error_module, c.error_op, c.golden, c.artifacts_dir, c.repro, "
+    "c.observed, "
     "c.first_nonfinite_step, c.decoded_nan, c.decoded_inf, c.frame_defects, c.defect, "
     "c.defect_frames, "
-    "c.nonfinite_found, c.nonfinite_step, c.nonfinite_module, c.nonfinite_nan, "
-    "c.nonfinite_inf, "
+    "c.nonfinite_found, c.nonfinite_step, c.nonfinite_module, c.nonfinite_op, "
+    "c.nonfinite_nan, c.nonfinite_inf, "
     "c.warmup, c.load_seconds, c.decode_seconds, c.peak_rss_bytes, c.peak_device_bytes";
 
 const char* const kMetricSelectColumns =
     "m.cell_row, m.min_psnr, m.mean_ssim, m.min_ssim, m.max_abs, m.rel_l2, "
     "m.temporal_rel_l2, m.latent_cosine, m.has_fp64_ref, m.fp64_error_ratio";
 
+const char* const kAdviceSelectColumns =
+    "a.cell_row, a.status_before, a.status_after, a.islands, a.policy_name, a.policy_toml, "
+    "a.fp32_weight_fraction, a.runs";
+
 namespace {
 
 constexpr const char* kInsertCell =
-    "INSERT INTO cells (run_id, cell_id, model_dir, tolerance, xfail, requires, "
-    "policy_used, status, reason, error_class, golden, artifacts_dir, repro, "
-    "latency_median_s, first_nonfinite_step, decoded_nan, decoded_inf, frame_defects, "
-    "defect, defect_frames, nonfinite_found, nonfinite_step, nonfinite_module, "
-    "nonfinite_nan, nonfinite_inf, warmup, load_seconds, decode_seconds, peak_rss_bytes, "
-    "peak_device_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "INSERT INTO cells (run_id, cell_id, model_dir, tolerance, xfail, requires, policy_file, "
+    "policy_used, status, reason, error_class, error_module, error_op, golden, artifacts_dir, "
+    "repro, observed, latency_median_s, first_nonfinite_step, decoded_nan, decoded_inf, "
+    "frame_defects, defect, defect_frames, nonfinite_found, nonfinite_step, nonfinite_module, "
+    "nonfinite_op, nonfinite_nan, nonfinite_inf, warmup, load_seconds, decode_seconds, "
+    "peak_rss_bytes, peak_device_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+constexpr const char* kInsertAdvice =
+    "INSERT INTO advice (cell_row, status_before, status_after, islands, policy_name, "
+    "policy_toml, fp32_weight_fraction, runs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 
 std::string JoinDefects(const std::vector<FrameDefect>& frames) {
   std::string text;
@@ -97,6 +107,7 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
   c.tolerance = row.Text(i++);
   c.xfail = row.Text(i++);
   c.requirements = ParseRequirements(row.Text(i++));
+  c.policy_file = row.Text(i++);
   r->policy_used = row.Text(i++);
   const std::string status = row.Text(i++);
   std::optional<CellStatus> parsed = ParseStatus(status);
@@ -107,9 +118,12 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
   r->status = *parsed;
   r->reason = row.Text(i++);
   r->error_class = row.Text(i++);
+  r->error_module = row.Text(i++);
+  r->error_op = row.Text(i++);
   r->golden = row.Text(i++);
   r->artifacts_dir = row.Text(i++);
   r->repro = row.Text(i++);
+  r->observed = row.Text(i++);
   FrameHealth& h = r->health;
   h.first_nonfinite_step = static_cast<int>(row.Int(i++));
   h.decoded = {row.Int(i), row.Int(i + 1)};
@@ -121,6 +135,7 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
   f.found = row.Int(i++) != 0;
   f.step = static_cast<int>(row.Int(i++));
   f.module = row.Text(i++);
+  f.op = row.Text(i++);
   f.count = {row.Int(i), row.Int(i + 1)};
   i += 2;
   CellTimings& t = r->timings;
@@ -151,6 +166,30 @@ void ReadMetricColumns(const SqliteStatement& row, int first,
   *metrics = m;
 }
 
+Status ReadAdviceColumns(const SqliteStatement& row, int first, const std::string& db_path,
+                         CellResult* result) {
+  if (row.IsNull(first)) {
+    result->advice.reset();
+    return Status::Ok();
+  }
+  // Through AdviceFromJson, so that the store and the JSON read one form of the runs.
+  const int i = first + 1;
+  try {
+    nlohmann::json j = {{"status_before", row.Text(i)},
+                        {"status_after", row.Text(i + 1)},
+                        {"islands", nlohmann::json::parse(row.Text(i + 2))},
+                        {"policy_name", row.Text(i + 3)},
+                        {"policy_toml", row.Text(i + 4)},
+                        {"fp32_weight_fraction", row.Real(i + 5)},
+                        {"runs", nlohmann::json::parse(row.Text(i + 6))}};
+    result->advice = AdviceFromJson(j);
+  } catch (const std::exception& e) {
+    return Status::Corrupt(db_path + ": cell " + result->cell.Id() +
+                           " has an advice row that does not read: " + e.what());
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<CellRowWriter>> CellRowWriter::Prepare(SqliteDb& db) {
   std::unique_ptr<CellRowWriter> w(new CellRowWriter());
   w->db_ = &db;
@@ -172,9 +211,10 @@ StatusOr<std::unique_ptr<CellRowWriter>> CellRowWriter::Prepare(SqliteDb& db) {
       &w->insert_sample_));
   FG_RETURN_IF_ERROR(Prepared(db,
                               "INSERT INTO probes (cell_row, idx, module, dtype, absmax, "
-                              "overflow_fraction, underflow_fraction, headroom_bits) VALUES "
-                              "(?, ?, ?, ?, ?, ?, ?, ?)",
+                              "overflow_fraction, underflow_fraction, headroom_bits, sqnr_db) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                               &w->insert_probe_));
+  FG_RETURN_IF_ERROR(Prepared(db, kInsertAdvice, &w->insert_advice_));
   return w;
 }
 
@@ -191,15 +231,17 @@ StatusOr<int64_t> CellRowWriter::Write(const std::string& run_id, const CellResu
   SqliteStatement& row = *insert_cell_;
   SqliteBinder bind(row);
   bind << run_id << cell_id << c.model_dir << c.tolerance << c.xfail
-       << nlohmann::json(c.requirements).dump()
+       << nlohmann::json(c.requirements).dump() << c.policy_file
        << (r.policy_used.empty() ? c.policy : r.policy_used)
-       << std::string(StatusName(r.status)) << r.reason << r.error_class << r.golden
-       << r.artifacts_dir << r.repro << Median(r.timings.generation_seconds);
+       << std::string(StatusName(r.status)) << r.reason << r.error_class << r.error_module
+       << r.error_op << r.golden << r.artifacts_dir << r.repro << r.observed
+       << Median(r.timings.generation_seconds);
   const FrameHealth& h = r.health;
   bind << h.first_nonfinite_step << h.decoded.nan << h.decoded.inf << JoinDefects(h.frames)
        << std::string(FrameDefectName(h.defect)) << h.defect_frames;
   const FirstNonfinite& f = r.first_nonfinite;
-  bind << static_cast<int>(f.found) << f.step << f.module << f.count.nan << f.count.inf;
+  bind << static_cast<int>(f.found) << f.step << f.module << f.op << f.count.nan
+       << f.count.inf;
   const CellTimings& t = r.timings;
   bind << t.warmup << t.load_seconds << t.decode_seconds << t.peak_rss_bytes
        << t.peak_device_bytes;
@@ -226,10 +268,24 @@ StatusOr<int64_t> CellRowWriter::Write(const std::string& run_id, const CellResu
     const ModuleProbe& p = r.probes[k];
     probe.Bind(1, cell_row).Bind(2, static_cast<int64_t>(k)).Bind(3, p.module);
     probe.Bind(4, p.dtype).Bind(5, p.absmax).Bind(6, p.overflow_fraction);
-    probe.Bind(7, p.underflow_fraction).Bind(8, p.headroom_bits);
+    probe.Bind(7, p.underflow_fraction).Bind(8, p.headroom_bits).Bind(9, p.sqnr_db);
     FG_RETURN_IF_ERROR(probe.Run());
   }
+  if (r.advice) FG_RETURN_IF_ERROR(WriteAdvice(cell_row, *r.advice));
   return cell_row;
+}
+
+Status CellRowWriter::WriteAdvice(int64_t cell_row, const Advice& a) {
+  const nlohmann::json j = AdviceToJson(a);  // islands and runs in the JSON report's form
+  // A reason from an exception may hold bytes that are not UTF-8: replaced, never thrown.
+  auto text = [](const nlohmann::json& value) {
+    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  SqliteBinder bind(*insert_advice_);
+  bind << cell_row << std::string(StatusName(a.status_before))
+       << std::string(StatusName(a.status_after)) << text(j.at("islands")) << a.policy_name
+       << a.policy_toml << a.fp32_weight_fraction << text(j.at("runs"));
+  return insert_advice_->Run();
 }
 
 Status CellRowWriter::WriteSamples(int64_t cell_row, const CellResult& r) {
@@ -270,7 +326,7 @@ StatusOr<std::unique_ptr<CellChildReader>> CellChildReader::Prepare(SqliteDb& db
       &r->samples_));
   FG_RETURN_IF_ERROR(Prepared(db,
                               "SELECT module, dtype, absmax, overflow_fraction, "
-                              "underflow_fraction, headroom_bits FROM probes WHERE "
+                              "underflow_fraction, headroom_bits, sqnr_db FROM probes WHERE "
                               "cell_row = ? ORDER BY idx",
                               &r->probes_));
   return r;
@@ -314,7 +370,7 @@ Status CellChildReader::ReadProbes(int64_t cell_row, CellResult* r) {
     if (!more.ok()) return more.status();
     if (!*more) break;
     r->probes.push_back(
-        {p.Text(0), p.Text(1), p.Real(2), p.Real(3), p.Real(4), p.Real(5)});
+        {p.Text(0), p.Text(1), p.Real(2), p.Real(3), p.Real(4), p.Real(5), p.Real(6)});
   }
   p.Reset();
   return Status::Ok();

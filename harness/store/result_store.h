@@ -72,7 +72,7 @@ class ResultStore {
   // for an empty run_id or an unknown state; re-beginning an existing run_id (resume)
   // keeps its row and adds devices not yet known.
   Status BeginRun(const RunInfo& info, const std::vector<DeviceInfo>& devices);
-  // Records one cell's result in one transaction (cell, metrics, samples, probes).
+  // Records one cell's result in one transaction (cell, metrics, samples, probes, advice).
   // A cell id already recorded in this run is replaced, never duplicated. NotFound when
   // the run was never begun.
   Status RecordCell(const std::string& run_id, const CellResult& result);

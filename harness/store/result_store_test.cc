@@ -21,7 +21,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A result with every field set, including the awkward values: +inf PSNR, NaN SSIM, an
-// optional metric, a non-finite count, an infinite probe headroom.
+// optional metric, a non-finite count, an infinite probe headroom, a probe whose SQNR was
+// not measured (NaN) beside one that was, and advice with two runs.
 CellResult EveryFieldResult() {
   CellResult r = SyntheticCellResult(3, "cuda:1", 7);
   r.cell.model_dir = "/models/my model";
@@ -31,10 +32,13 @@ CellResult EveryFieldResult() {
   r.cell.tolerance = "strict";
   r.cell.xfail = "known fp16 overflow";
   r.cell.requirements = {"cuda", "bf16"};
+  r.cell.policy_file = "/matrices/islands'.toml";
   r.policy_used = "bf16";
   r.status = CellStatus::kNonfinite;
   r.reason = "NaN at step 2 in blocks.0.spatial_attn.logits";
   r.error_class = "other";
+  r.error_module = "denoiser.embed.time_mlp.0";
+  r.error_op = "aten::linear";
   r.metrics->video.frames[0] = {kInf, kNaN};
   r.metrics->video.min_ssim = kNaN;
   r.metrics->fp64_error_ratio = 1.25;
@@ -44,8 +48,23 @@ CellResult EveryFieldResult() {
   r.health.frames[1] = FrameDefect::kBlack;
   r.health.defect = FrameDefect::kBlack;
   r.health.defect_frames = 1;
-  r.first_nonfinite = {true, 2, "blocks.0.spatial_attn.logits", "", {3, 1}};
-  r.probes.push_back({"decoder.out", "bfloat16", 0.0, 0.0, 0.0, kInf});
+  r.first_nonfinite = {true, 2, "blocks.0.spatial_attn.logits", "aten::log", {3, 1}};
+  r.probes[0].sqnr_db = 41.25;
+  r.probes.push_back({"decoder.out", "bfloat16", 0.0, 0.0, 0.0, kInf, kInf});
+  r.observed = "37 module calls, 212 ops watched; 1 free function not entered";
+  Advice advice;
+  advice.status_before = CellStatus::kNonfinite;
+  advice.status_after = CellStatus::kPass;
+  advice.islands = {"denoiser.blocks.0.attn", "decoder.out"};
+  advice.policy_name = "fp16-emulated-islands";
+  advice.policy_toml =
+      "[policy.fp16-emulated-islands]\nbased_on = \"fp16-emulated\"\n"
+      "fp32_modules = [\"denoiser.blocks.0.attn\", \"decoder.out\"]\n";
+  advice.fp32_weight_fraction = 0.125;
+  advice.runs = {
+      {{"denoiser.blocks.0.attn"}, CellStatus::kNonfinite, "NaN at step 1 in decoder.out"},
+      {advice.islands, CellStatus::kPass, ""}};
+  r.advice = advice;
   r.timings.peak_device_bytes = 1ll << 33;
   r.artifacts_dir = "/tmp/artifacts/x";
   return r;
@@ -85,8 +104,68 @@ TEST(ResultStoreTest, RoundTripsEveryCellResultField) {
   EXPECT_TRUE(std::isinf(back.metrics->video.frames[0].psnr));
   EXPECT_TRUE(std::isnan(back.metrics->video.frames[0].ssim));
   EXPECT_TRUE(std::isinf(back.probes.back().headroom_bits));
+  EXPECT_TRUE(std::isinf(back.probes.back().sqnr_db));
+  EXPECT_DOUBLE_EQ(back.probes[0].sqnr_db, 41.25);
+  EXPECT_TRUE(std::isnan(back.probes[1].sqnr_db));
+  EXPECT_EQ(back.cell.policy_file, written[0].cell.policy_file);
+  EXPECT_EQ(back.error_module, "denoiser.embed.time_mlp.0");
+  EXPECT_EQ(back.error_op, "aten::linear");
+  EXPECT_EQ(back.first_nonfinite.op, "aten::log");
+  EXPECT_EQ(back.observed, written[0].observed);
+  ASSERT_TRUE(back.advice.has_value());
+  EXPECT_EQ(back.advice->islands, written[0].advice->islands);
+  ASSERT_EQ(back.advice->runs.size(), 2u);
+  EXPECT_EQ(back.advice->runs[0].status, CellStatus::kNonfinite);
+  EXPECT_EQ(back.advice->runs[1].islands, written[0].advice->islands);
+  EXPECT_EQ(back.advice->policy_toml, written[0].advice->policy_toml);
+  EXPECT_DOUBLE_EQ(back.advice->fp32_weight_fraction, 0.125);
   EXPECT_EQ(back.timings.generation_seconds, written[0].timings.generation_seconds);
   EXPECT_FALSE(run->cells[1].metrics.has_value());
+  EXPECT_FALSE(run->cells[1].advice.has_value());
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 1);
+  // The view answers "which module fails where" without joins.
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cell_results WHERE nonfinite_module = "
+                                  "'blocks.0.spatial_attn.logits' AND nonfinite_op = 'aten::log' "
+                                  "AND error_module = 'denoiser.embed.time_mlp.0' AND "
+                                  "device_name = 'NVIDIA H100'"),
+            1);
+}
+
+TEST(ResultStoreTest, ReRecordingACellReplacesItsAdvice) {
+  TestDb file("advice");
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->BeginRun(SyntheticRunInfo("r", "2024-05-01T00:00:00Z"), {}).ok());
+  CellResult advised = EveryFieldResult();
+  ASSERT_TRUE((*store)->RecordCell("r", advised).ok());
+  advised.advice->islands = {"decoder.out"};
+  advised.advice->runs.pop_back();
+  ASSERT_TRUE((*store)->RecordCell("r", advised).ok());
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 1);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT json_array_length(islands) + 10 * "
+                                  "json_array_length(runs) FROM advice"),
+            11);
+  advised.advice.reset();
+  ASSERT_TRUE((*store)->RecordCell("r", advised).ok());
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 0);
+  StatusOr<RunRecord> run = (*store)->LoadRun("r");
+  ASSERT_TRUE(run.ok());
+  EXPECT_FALSE(run->cells[0].advice.has_value());
+  // A reason that is not UTF-8 (from an exception) is stored, not thrown.
+  advised.advice = EveryFieldResult().advice;
+  advised.advice->runs[0].reason = "bad \xff byte";
+  ASSERT_TRUE((*store)->RecordCell("r", advised).ok());
+  run = (*store)->LoadRun("r");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_TRUE(run->cells[0].advice.has_value());
+  EXPECT_EQ(run->cells[0].advice->runs[0].reason.rfind("bad ", 0), 0u);
+  // A hand-edited advice row that no longer reads is Corrupt, naming the file.
+  ASSERT_TRUE((*store)->RecordCell("r", EveryFieldResult()).ok());
+  ExecSql(file.path(), "UPDATE advice SET runs = '{not json'");
+  run = (*store)->LoadRun("r");
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), Status::Code::kCorrupt);
+  EXPECT_NE(run.status().message().find(file.path()), std::string::npos);
 }
 
 TEST(ResultStoreTest, RerecordingACellReplacesItAndResumeSeesItOnce) {

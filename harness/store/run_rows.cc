@@ -116,8 +116,10 @@ StatusOr<std::vector<DeviceInfo>> ReadDevices(SqliteDb& db, const std::string& r
 Status ReadRunCells(SqliteDb& db, const std::string& run_id, std::vector<CellResult>* cells) {
   StatusOr<SqliteStatement> stmt =
       db.Prepare(std::string("SELECT ") + kCellSelectColumns + ", " + kMetricSelectColumns +
+                 ", " + kAdviceSelectColumns +
                  " FROM cells c JOIN cell_specs s ON s.cell_id = c.cell_id "
-                 "LEFT JOIN metrics m ON m.cell_row = c.id WHERE c.run_id = ? ORDER BY c.id");
+                 "LEFT JOIN metrics m ON m.cell_row = c.id "
+                 "LEFT JOIN advice a ON a.cell_row = c.id WHERE c.run_id = ? ORDER BY c.id");
   if (!stmt.ok()) return stmt.status();
   StatusOr<std::unique_ptr<CellChildReader>> children = CellChildReader::Prepare(db);
   if (!children.ok()) return children.status();
@@ -126,6 +128,8 @@ Status ReadRunCells(SqliteDb& db, const std::string& run_id, std::vector<CellRes
     CellResult result;
     FG_RETURN_IF_ERROR(ReadCellColumns(row, 0, db.path(), &result));
     ReadMetricColumns(row, kCellSelectColumnCount, &result.metrics);
+    FG_RETURN_IF_ERROR(ReadAdviceColumns(row, kCellSelectColumnCount + kMetricSelectColumnCount,
+                                         db.path(), &result));
     FG_RETURN_IF_ERROR((*children)->ReadSamples(row.Int(0), &result));
     FG_RETURN_IF_ERROR((*children)->ReadProbes(row.Int(0), &result));
     cells->push_back(std::move(result));
@@ -137,11 +141,12 @@ Status ReadCellHistory(SqliteDb& db, const std::string& cell_id, int limit,
                        std::vector<HistoryPoint>* points) {
   StatusOr<SqliteStatement> stmt = db.Prepare(
       std::string("SELECT r.run_id, r.started_at, r.git_sha, r.host, r.tags, d.name, ") +
-      kCellSelectColumns + ", " + kMetricSelectColumns +
+      kCellSelectColumns + ", " + kMetricSelectColumns + ", " + kAdviceSelectColumns +
       " FROM cells c JOIN cell_specs s ON s.cell_id = c.cell_id "
       "JOIN runs r ON r.run_id = c.run_id "
       "LEFT JOIN devices d ON d.run_id = c.run_id AND d.device = s.device "
       "LEFT JOIN metrics m ON m.cell_row = c.id "
+      "LEFT JOIN advice a ON a.cell_row = c.id "
       "WHERE c.cell_id = ? ORDER BY r.started_at DESC, r.run_id DESC LIMIT ?");
   if (!stmt.ok()) return stmt.status();
   StatusOr<std::unique_ptr<CellChildReader>> children = CellChildReader::Prepare(db);
@@ -159,6 +164,9 @@ Status ReadCellHistory(SqliteDb& db, const std::string& cell_id, int limit,
     FG_RETURN_IF_ERROR(ReadCellColumns(row, kFirstCellColumn, db.path(), &point.result));
     point.latency_median_s = row.Real(kFirstCellColumn + 2);
     ReadMetricColumns(row, kFirstCellColumn + kCellSelectColumnCount, &point.result.metrics);
+    FG_RETURN_IF_ERROR(ReadAdviceColumns(
+        row, kFirstCellColumn + kCellSelectColumnCount + kMetricSelectColumnCount, db.path(),
+        &point.result));
     FG_RETURN_IF_ERROR((*children)->ReadSamples(row.Int(kFirstCellColumn), &point.result));
     points->push_back(std::move(point));
     return Status::Ok();

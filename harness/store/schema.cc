@@ -38,8 +38,8 @@ CREATE TABLE metrics (
   PRIMARY KEY (cell_row, name)) WITHOUT ROWID;
 )sql";
 
-// Version 2's tables (version 3 adds series_points); docs/store.md explains every column
-// and index.
+// Version 2's tables (version 3 adds series_points, version 4 columns and advice);
+// docs/store.md explains every column and index.
 constexpr const char* kSchemaV2Tables = R"sql(
 CREATE TABLE runs (
   run_id TEXT PRIMARY KEY,
@@ -256,6 +256,43 @@ CREATE TRIGGER series_points_metrics_delete AFTER DELETE ON metrics BEGIN
 END;
 )sql";
 
+// v3 -> v4: what model packages and the precision advisor add to a result. New cells
+// columns (the cell's policy file, where an ERROR was raised, the op of the first
+// non-finite value, what graph instrumentation saw), each probe's SQNR against the cell's
+// FP32 run (NULL: not measured), the advisor's answer (one row per advised cell, its
+// islands and runs as JSON), and the cell_results view with the module columns. Every
+// statement is a schema change only: no row is rewritten.
+constexpr const char* kMigrateV3ToV4 = R"sql(
+ALTER TABLE cells ADD COLUMN policy_file TEXT NOT NULL DEFAULT '';
+ALTER TABLE cells ADD COLUMN error_module TEXT NOT NULL DEFAULT '';
+ALTER TABLE cells ADD COLUMN error_op TEXT NOT NULL DEFAULT '';
+ALTER TABLE cells ADD COLUMN nonfinite_op TEXT NOT NULL DEFAULT '';
+ALTER TABLE cells ADD COLUMN observed TEXT NOT NULL DEFAULT '';
+ALTER TABLE probes ADD COLUMN sqnr_db REAL;
+CREATE TABLE advice (
+  cell_row INTEGER PRIMARY KEY REFERENCES cells (id) ON DELETE CASCADE,
+  status_before TEXT NOT NULL,
+  status_after TEXT NOT NULL,
+  islands TEXT NOT NULL DEFAULT '[]',
+  policy_name TEXT NOT NULL DEFAULT '',
+  policy_toml TEXT NOT NULL DEFAULT '',
+  fp32_weight_fraction REAL,
+  runs TEXT NOT NULL DEFAULT '[]');
+DROP VIEW cell_results;
+CREATE VIEW cell_results AS
+  SELECT c.id AS cell_row, c.run_id, r.started_at, r.git_sha, r.host, r.tags, c.cell_id,
+         s.pipeline, s.device, d.name AS device_name, s.policy, c.policy_used, s.seed,
+         s.fault, s.sampler, s.steps, s.guidance, c.status, c.reason, c.error_class,
+         c.error_module, c.error_op, c.nonfinite_module, c.nonfinite_op,
+         c.latency_median_s, m.min_psnr, m.mean_ssim, m.min_ssim, m.max_abs, m.rel_l2,
+         m.temporal_rel_l2, m.latent_cosine, m.fp64_error_ratio
+  FROM cells c
+  JOIN runs r ON r.run_id = c.run_id
+  JOIN cell_specs s ON s.cell_id = c.cell_id
+  LEFT JOIN devices d ON d.run_id = c.run_id AND d.device = s.device
+  LEFT JOIN metrics m ON m.cell_row = c.id;
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -299,9 +336,12 @@ Status MigrateV1ToV2(SqliteDb& db) {
 
 Status MigrateV2ToV3(SqliteDb& db) { return db.Exec(kMigrateV2ToV3); }
 
+Status MigrateV3ToV4(SqliteDb& db) { return db.Exec(kMigrateV3ToV4); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3,
+                                    MigrateV3ToV4};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

@@ -6,6 +6,9 @@
 //              samples, probes, goldens, the cell_results view
 //   version 3: series_points, a narrow per-run copy of each result's status, latency and
 //              accuracy that `regressions` scans, kept in step by triggers (docs/store.md)
+//   version 4: cells.policy_file, error_module, error_op, nonfinite_op, observed;
+//              probes.sqnr_db; advice (the precision advisor's answer per cell); the
+//              cell_results view with the error and non-finite module columns
 // A new file goes through every step from 0, so a fresh database and a migrated one are
 // the same schema by construction.
 #pragma once
@@ -17,7 +20,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 3;
+constexpr int kStoreSchemaVersion = 4;
 
 // The version stored in the file. Corrupt (naming the file) when it is not an SQLite
 // database, or an SQLite database with tables but no framegate version (someone else's).

@@ -28,6 +28,23 @@ void WriteVersion1File(const std::string& path) {
   )sql").ok());
 }
 
+// A database as schema version 3 wrote it: a run, an ERROR cell with a probe.
+void WriteVersion3File(const std::string& path) {
+  StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(MigrateSchema(**db, 3).ok());
+  ASSERT_TRUE((*db)->Exec(R"sql(
+    INSERT INTO runs (run_id, started_at, state) VALUES ('v3-run', '2024-01-01T00:00:00Z',
+                                                         'finished');
+    INSERT INTO cell_specs VALUES ('cccc000011112222', 'reference:tiny', 'tiny', 'cpu', 'fp8',
+                                   0, '', '', 0, 0.0);
+    INSERT INTO cells (id, run_id, cell_id, policy_used, status, reason, error_class)
+      VALUES (1, 'v3-run', 'cccc000011112222', 'fp8', 'ERROR', 'dtype_mismatch: Half',
+              'dtype_mismatch');
+    INSERT INTO probes VALUES (1, 0, 'blocks.0.ff', 'float16', 100.0, 0.0, 0.0, 9.3);
+  )sql").ok());
+}
+
 std::string SchemaText(const std::string& path) {
   StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, SqliteDb::Mode::kReadOnly);
   StatusOr<SqliteStatement> stmt =
@@ -79,15 +96,67 @@ TEST(SchemaTest, MigratesAVersion1DatabaseKeepingEveryRow) {
                                   "'aaaa000011112222' AND status = 'PASS' AND min_psnr = 40 "
                                   "AND rel_l2 = 0.01 AND latency_median_s = 0.6"),
             1);
+  // v3 -> v4 added the advice table (empty) and the new columns (defaults).
+  EXPECT_EQ(kStoreSchemaVersion, 4);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 0);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cells WHERE policy_file = '' AND "
+                                  "error_module = '' AND error_op = '' AND nonfinite_op = '' "
+                                  "AND observed = ''"),
+            2);
+  EXPECT_FALSE(fail.advice.has_value());
+  EXPECT_EQ(fail.error_module, "");
+}
+
+TEST(SchemaTest, MigratesAVersion3DatabaseToVersion4) {
+  TestDb file("v3");
+  WriteVersion3File(file.path());
+  ASSERT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 3);
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 4);
+  StatusOr<RunRecord> run = (*store)->LoadRun("v3-run");
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->cells.size(), 1u);
+  const CellResult& error = run->cells[0];
+  EXPECT_EQ(error.status, CellStatus::kError);
+  EXPECT_EQ(error.error_class, "dtype_mismatch");
+  EXPECT_EQ(error.error_module, "");
+  EXPECT_EQ(error.observed, "");
+  EXPECT_FALSE(error.advice.has_value());
+  ASSERT_EQ(error.probes.size(), 1u);
+  EXPECT_DOUBLE_EQ(error.probes[0].headroom_bits, 9.3);
+  EXPECT_TRUE(std::isnan(error.probes[0].sqnr_db));  // not measured before v4
+  // The migrated file takes v4 rows (a second cell: the v3 row's cell id is made up), and
+  // the view and series_points follow them.
+  CellResult advised = error;
+  advised.error_module = "denoiser.embed.time_mlp.0";
+  advised.error_op = "aten::linear";
+  advised.advice = Advice{CellStatus::kError, CellStatus::kPass, {"denoiser.embed"}, "p", "", 0.5,
+                          {{{"denoiser.embed"}, CellStatus::kPass, ""}}};
+  ASSERT_TRUE((*store)->RecordCell("v3-run", advised).ok());
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 1);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cell_results WHERE error_module = "
+                                  "'denoiser.embed.time_mlp.0' AND error_op = 'aten::linear'"),
+            1);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE status = 'ERROR'"),
+            2);
 }
 
 TEST(SchemaTest, AMigratedDatabaseHasExactlyTheFreshSchema) {
-  TestDb migrated("migrated"), fresh("fresh");
+  TestDb migrated("migrated"), from_v3("from_v3"), fresh("fresh");
   WriteVersion1File(migrated.path());
+  WriteVersion3File(from_v3.path());
   ASSERT_TRUE(ResultStore::Open(migrated.path()).ok());
+  ASSERT_TRUE(ResultStore::Open(from_v3.path()).ok());
   ASSERT_TRUE(ResultStore::Open(fresh.path()).ok());
+  EXPECT_EQ(QueryInt(fresh.path(), "PRAGMA user_version"), kStoreSchemaVersion);
   EXPECT_EQ(SchemaText(migrated.path()), SchemaText(fresh.path()));
-  EXPECT_NE(SchemaText(fresh.path()).find("CREATE VIEW cell_results"), std::string::npos);
+  EXPECT_EQ(SchemaText(from_v3.path()), SchemaText(fresh.path()));
+  const std::string schema = SchemaText(fresh.path());
+  EXPECT_NE(schema.find("CREATE VIEW cell_results"), std::string::npos);
+  EXPECT_NE(schema.find("CREATE TABLE advice"), std::string::npos);
+  EXPECT_NE(schema.find("c.error_module, c.error_op, c.nonfinite_module, c.nonfinite_op"),
+            std::string::npos);
 }
 
 TEST(SchemaTest, ReadOnlyOpenMigratesInMemoryAndLeavesTheFileAlone) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/cell_result_json.h"
+
 #include "harness/store/synthetic_results.h"
 #include "harness/store/test_db.h"
 
@@ -31,6 +33,7 @@ std::string Contents(const std::string& path) {
         "SELECT * FROM cells ORDER BY id", "SELECT * FROM metrics ORDER BY cell_row",
         "SELECT * FROM samples ORDER BY cell_row, kind, idx",
         "SELECT * FROM probes ORDER BY cell_row, idx",
+        "SELECT * FROM advice ORDER BY cell_row",
         "SELECT path, sha256, config, provenance FROM goldens ORDER BY path"}) {
     auto stmt = (*db)->Prepare(sql);
     while (*stmt->Step()) {
@@ -104,6 +107,54 @@ TEST(StoreMergeTest, ARunStillRunningInTheOutputTakesTheFinishedState) {
   EXPECT_EQ(counts.runs_updated, 1);
   EXPECT_EQ(counts.cells_added, 4);
   EXPECT_EQ((*store)->LoadRunInfo("run-1")->state, "finished");
+}
+
+TEST(StoreMergeTest, AdviceAndTheErrorPlaceSurviveAMerge) {
+  TestDb out("out"), shard("shard");
+  WriteShard(shard.path(), "run-1", 0, 2);
+  CellResult advised = SyntheticCellResult(1, "cpu", 1);
+  advised.cell.policy_file = "matrix/islands.toml";
+  advised.status = CellStatus::kError;
+  advised.error_module = "denoiser.embed.time_mlp.0";
+  advised.error_op = "aten::linear";
+  advised.first_nonfinite = {true, 0, "denoiser.blocks.0.attn", "aten::exp", {1, 0}};
+  advised.observed = "12 module calls, 40 ops watched";
+  advised.probes[0].sqnr_db = 33.5;
+  advised.advice = Advice{CellStatus::kError,
+                          CellStatus::kPass,
+                          {"denoiser.embed"},
+                          "fp8-islands",
+                          "[policy.fp8-islands]\nfp32_modules = [\"denoiser.embed\"]\n",
+                          0.02,
+                          {{{}, CellStatus::kError, "dtype_mismatch"},
+                           {{"denoiser.embed"}, CellStatus::kPass, ""}}};
+  {
+    auto s = ResultStore::Open(shard.path());
+    ASSERT_TRUE((*s)->RecordCell("run-1", advised).ok());
+  }
+  auto store = ResultStore::Open(out.path());
+  MergeCounts counts;
+  ASSERT_TRUE(MergeStore(**store, shard.path(), &counts).ok());
+  EXPECT_EQ(counts.cells_added, 2);
+  EXPECT_EQ(QueryInt(out.path(), "SELECT count(*) FROM advice"), 1);
+  EXPECT_EQ(QueryInt(out.path(), "SELECT count(*) FROM cells WHERE error_module = "
+                                 "'denoiser.embed.time_mlp.0' AND error_op = 'aten::linear' "
+                                 "AND nonfinite_op = 'aten::exp' AND policy_file != ''"),
+            1);
+  StatusOr<RunRecord> run = (*store)->LoadRun("run-1");
+  ASSERT_TRUE(run.ok());
+  ASSERT_EQ(run->cells.size(), 2u);
+  const CellResult& back = run->cells[1];
+  EXPECT_EQ(CellResultToJson(back).dump(), CellResultToJson(advised).dump());
+  ASSERT_TRUE(back.advice.has_value());
+  EXPECT_EQ(back.advice->runs.size(), 2u);
+  // Merging again: the advised cell is identical, not a conflict.
+  const std::string before = Contents(out.path());
+  MergeCounts again;
+  ASSERT_TRUE(MergeStore(**store, shard.path(), &again).ok());
+  EXPECT_EQ(again.cells_identical, 2);
+  EXPECT_TRUE(again.conflicts.empty());
+  EXPECT_EQ(Contents(out.path()), before);
 }
 
 TEST(StoreMergeTest, RefusesToMergeAFileIntoItself) {
