@@ -83,7 +83,8 @@ TEST(MatrixErrorsTest, EmptyAndMissingAxes) {
 TEST(MatrixErrorsTest, UnknownValuesPointAtTheValue) {
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\", \"fp61\"]\n"),
             "bad.toml:4:21: unknown policy 'fp61' (known: bf16, fp16, fp16-emulated, "
-            "fp16-fp32norm, fp16-reduced-accum, fp32, fp8e4m3-bf16, fp8e5m2-bf16, tf32)");
+            "fp16-emulated-fp16-accum, fp16-fp32norm, fp16-reduced-accum, fp32, fp8e4m3-bf16, "
+            "fp8e5m2-bf16, tf32)");
   EXPECT_EQ(ErrorOf("[axes]\npipelines = [\"huge\"]\n"),
             "bad.toml:2:14: unknown pipeline 'huge' (a size: tiny, small, large; or a model "
             "package folder)");
@@ -94,7 +95,7 @@ TEST(MatrixErrorsTest, UnknownValuesPointAtTheValue) {
             "all = every device found)");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[include]]\nfault = \"melt\"\n"),
             "bad.toml:6:9: unknown fault case 'melt' (known: none, time-embed-fp32, "
-            "attn-overflow, activation-overflow, input-fp32, fp8-no-upcast)");
+            "attn-overflow, attn-fp16-accum, activation-overflow, input-fp32, fp8-no-upcast)");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nsamplers = [\"heun\"]\n"),
             "bad.toml:5:13: unknown sampler 'heun' (known: ddim, euler)");
   EXPECT_EQ(ErrorOf("requires = [\"cuda\", \"tpu\"]\n" + kAxes + "policies = [\"fp32\"]\n"),

@@ -89,6 +89,13 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       FG_RETURN_IF_ERROR(boolean(&p.allow_tf32));
     } else if (k == "fp16_reduced_precision_reduction") {
       FG_RETURN_IF_ERROR(boolean(&p.fp16_reduced_precision_reduction));
+    } else if (k == "bf16_reduced_precision_reduction") {
+      FG_RETURN_IF_ERROR(boolean(&p.bf16_reduced_precision_reduction));
+    } else if (k == "accumulation_block") {
+      const auto value = node.value_exact<int64_t>();
+      if (!value || *value < 1 || *value > 65536)
+        return Status::InvalidInput(at + "accumulation_block must be an integer from 1 to 65536");
+      p.accumulation_block = *value;
     } else if (k == "fallback") {
       const auto value = node.value<std::string>();
       if (!value) return Status::InvalidInput(at + "fallback must be a policy name");
@@ -123,6 +130,9 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       return Status::InvalidInput(at + "unknown key '" + k + "'");
     }
   }
+  if (p.fp16_reduced_precision_reduction && p.bf16_reduced_precision_reduction)
+    return Status::InvalidInput(Where(source, t) + ": policy '" + name +
+                                "': fp16_ and bf16_reduced_precision_reduction exclude each other");
   if (p.emulate_fp16 && p.compute != c10::kFloat)
     return Status::InvalidInput(Where(source, t) + ": policy '" + name +
                                 "': emulate_fp16 needs compute = \"fp32\"");
@@ -273,6 +283,10 @@ std::string DtypePolicy::ToToml() const {
   if (emulate_fp16) out << "emulate_fp16 = true\n";
   if (allow_tf32) out << "allow_tf32 = true\n";
   if (fp16_reduced_precision_reduction) out << "fp16_reduced_precision_reduction = true\n";
+  if (bf16_reduced_precision_reduction) out << "bf16_reduced_precision_reduction = true\n";
+  if (accumulation_block != DtypePolicy().accumulation_block) {
+    out << "accumulation_block = " << accumulation_block << "\n";
+  }
   if (!fallback.empty()) out << "fallback = " << quoted(fallback) << "\n";
   return out.str();
 }

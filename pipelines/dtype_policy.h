@@ -39,8 +39,12 @@ struct DtypePolicy {
   // FP32 compute with every module output rounded through FP16, so that FP16 overflow
   // (Inf) and underflow show on a CPU that has no FP16 kernels.
   bool emulate_fp16 = false;
-  bool allow_tf32 = false;                        // CUDA only; recorded elsewhere
-  bool fp16_reduced_precision_reduction = false;  // CUDA only; recorded elsewhere
+  bool allow_tf32 = false;  // TF32 matmul/conv inputs (native on CUDA, emulated on the CPU)
+  // Accumulation: on CUDA the real switches; on the CPU emulated
+  // (pipelines/accumulation_emulation.h): FP16 / BF16 running sums in blocks.
+  bool fp16_reduced_precision_reduction = false;
+  bool bf16_reduced_precision_reduction = false;
+  int64_t accumulation_block = 8;  // products per block of a reduced-precision sum
   std::string fallback;  // the next safer policy ("" for none)
 
   bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }

@@ -8,6 +8,8 @@ const std::vector<FaultCaseInfo>& FaultCases() {
        "timestep-embedding MLP left in FP32 while the rest is cast"},
       {FaultCase::kAttnOverflow, "attn-overflow", "F2",
        "attention logits beyond the FP16 range"},
+      {FaultCase::kAttnFp16Accumulation, "attn-fp16-accum", "F2",
+       "attention score partial sums beyond FP16: NaN with FP16 accumulation only"},
       {FaultCase::kActivationOverflow, "activation-overflow", "F3",
        "activations grow past 65504 over the denoising steps"},
       {FaultCase::kInputFp32, "input-fp32", "F4", "input cast to FP32 before a low-precision Conv3d"},

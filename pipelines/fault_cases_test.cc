@@ -26,7 +26,7 @@ bool AllFinite(const PipelineOutcome& o) {
 }
 
 TEST(FaultCaseTest, NamesRoundTrip) {
-  ASSERT_EQ(FaultCases().size(), 5u);
+  ASSERT_EQ(FaultCases().size(), 6u);
   for (const FaultCaseInfo& info : FaultCases()) EXPECT_EQ(ParseFaultCase(info.name), info.fault);
   EXPECT_EQ(ParseFaultCase(""), FaultCase::kNone);
   EXPECT_FALSE(ParseFaultCase("melt-gpu").has_value());
@@ -66,6 +66,20 @@ TEST(FaultCaseTest, F2AttentionOverflowIsNonFiniteUnderFp16AndFineInBf16AndFp32)
     ASSERT_EQ(ok.kind, PipelineOutcome::Kind::kFinished) << remedy;
     EXPECT_TRUE(AllFinite(ok)) << remedy;
   }
+}
+
+TEST(FaultCaseTest, F2AccumulationIsNonFiniteWithFp16AccumulationOnlyAtTheSameDtypes) {
+  // Same storage and compute (FP16 emulated); only the accumulation differs.
+  const PipelineOutcome fp16_accumulation = RunTiny("fp16-emulated-fp16-accum", FaultCase::kAttnFp16Accumulation);
+  ASSERT_EQ(fp16_accumulation.kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_FALSE(AllFinite(fp16_accumulation));
+  for (const char* fine : {"fp16-emulated", "fp32"}) {
+    const PipelineOutcome ok = RunTiny(fine, FaultCase::kAttnFp16Accumulation);
+    ASSERT_EQ(ok.kind, PipelineOutcome::Kind::kFinished) << fine;
+    EXPECT_TRUE(AllFinite(ok)) << fine;
+  }
+  // The healthy model accumulates in FP16 without harm.
+  EXPECT_TRUE(AllFinite(RunTiny("fp16-emulated-fp16-accum", FaultCase::kNone)));
 }
 
 TEST(FaultCaseTest, F3ActivationOverflowIsNonFiniteUnderFp16AndFineInBf16) {

@@ -51,14 +51,18 @@ at::Tensor ForwardContext::Output(const std::string& module, ModuleKind kind, at
 at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
                   const at::Tensor& x) {
   const at::Tensor in = ctx.Enter(name, kind, x);
-  at::Tensor y = at::linear(in, ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"));
+  const at::Tensor w = ctx.Weight(name + ".weight"), b = ctx.Weight(name + ".bias");
+  const AccumulationEmulation acc = ctx.AccumulationFor(name, kind);
+  at::Tensor y = acc.active() ? EmulatedLinear(in, w, b, acc) : at::linear(in, w, b);
   return ctx.Output(name, kind, y);
 }
 
 at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
                   const at::Tensor& x, at::IntArrayRef stride) {
-  const at::Tensor in = ctx.Enter(name, kind, x);
-  const at::Tensor w = ctx.Weight(name + ".weight");  // [Cout, Cin, kt, kh, kw]
+  const bool tf32 = ctx.AccumulationFor(name, kind).tf32_inputs;
+  const at::Tensor in = tf32 ? RoundToTf32(ctx.Enter(name, kind, x)) : ctx.Enter(name, kind, x);
+  const at::Tensor w = tf32 ? RoundToTf32(ctx.Weight(name + ".weight"))
+                            : ctx.Weight(name + ".weight");  // [Cout, Cin, kt, kh, kw]
   const bool strided = stride[0] > 1 || stride[1] > 1 || stride[2] > 1;
   const std::vector<int64_t> padding = strided ? std::vector<int64_t>{0, 0, 0}
                                                : std::vector<int64_t>{w.size(2) / 2, w.size(3) / 2,
@@ -69,8 +73,10 @@ at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind
 
 at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
                   const at::Tensor& x) {
-  const at::Tensor in = ctx.Enter(name, kind, x);
-  const at::Tensor w = ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
+  const bool tf32 = ctx.AccumulationFor(name, kind).tf32_inputs;
+  const at::Tensor in = tf32 ? RoundToTf32(ctx.Enter(name, kind, x)) : ctx.Enter(name, kind, x);
+  const at::Tensor w = tf32 ? RoundToTf32(ctx.Weight(name + ".weight"))
+                            : ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
   at::Tensor y = at::conv2d(in, w, ctx.Weight(name + ".bias"), {1, 1},
                             {w.size(2) / 2, w.size(3) / 2});
   return ctx.Output(name, kind, y);
@@ -105,12 +111,16 @@ at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const a
   // (FP32 accumulation in attention, the remedy of field report F2).
   const at::Tensor q_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, q);
   const at::Tensor k_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, k);
-  at::Tensor logits =
-      at::matmul(q_in, k_in.transpose(-2, -1)).mul_(1.0 / std::sqrt(double(head_dim)));
+  const AccumulationEmulation acc = ctx.AccumulationFor(name + ".logits", ModuleKind::kSoftmax);
+  at::Tensor logits = (acc.active() ? EmulatedMatmul(q_in, k_in.transpose(-2, -1), acc)
+                                    : at::matmul(q_in, k_in.transpose(-2, -1)))
+                          .mul_(1.0 / std::sqrt(double(head_dim)));
   logits = ctx.Output(name + ".logits", ModuleKind::kAttentionLogits, logits);
   at::Tensor probs = at::softmax(ctx.Enter(name + ".softmax", ModuleKind::kSoftmax, logits), -1);
   probs = ctx.Output(name + ".softmax", ModuleKind::kSoftmax, probs);
-  at::Tensor out = at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({n, s, hidden});
+  at::Tensor out = (acc.active() ? EmulatedMatmul(probs, v, acc) : at::matmul(probs, v))
+                       .permute({0, 2, 1, 3})
+                       .reshape({n, s, hidden});
   return Linear(ctx, name + ".out", ModuleKind::kOther, out);
 }
 

@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "pipelines/accumulation_emulation.h"
 #include "pipelines/dtype_policy.h"
 #include "pipelines/weight_store.h"
 
@@ -51,6 +52,16 @@ class ForwardContext {
   at::Tensor Output(const std::string& module, ModuleKind kind, at::Tensor y) const;
 
   const DtypePolicy& policy() const { return policy_; }
+  // How matmul, linear, convolution and the attention products accumulate (the policy's
+  // flags, emulated on the CPU; inactive by default).
+  void set_accumulation(const AccumulationEmulation& accumulation) { accumulation_ = accumulation; }
+  // The accumulation module `module` uses: an FP32 island accumulates in FP32 (a reduced
+  // running sum applies to the low-precision products only); TF32 applies everywhere.
+  AccumulationEmulation AccumulationFor(const std::string& module, ModuleKind kind) const {
+    AccumulationEmulation a = accumulation_;
+    if (policy_.IsIsland(kind, module)) a.reduced_sum = c10::ScalarType::Undefined;
+    return a;
+  }
   void set_step(int step) { step_ = step; }
   void set_observer(ModuleObserver observer) { observer_ = std::move(observer); }
   void set_fp8_upcast(bool upcast) { fp8_upcast_ = upcast; }
@@ -64,6 +75,7 @@ class ForwardContext {
   int step_ = 0;
   bool fp8_upcast_ = true;
   ModuleObserver observer_;
+  AccumulationEmulation accumulation_;
   std::vector<DtypeMismatch>* mismatch_log_ = nullptr;
   mutable std::string current_module_;
 };

@@ -36,7 +36,7 @@ class TorchScriptModel : public VideoModel {
       : manifest_(std::move(manifest)),
         denoiser_(std::move(denoiser)),
         decoder_(std::move(decoder)),
-        observer_(policy),
+        observer_(policy, device.is_cpu()),
         device_(device) {}
 
   const LatentGeometry& geometry() const override { return manifest_.latent; }
@@ -67,8 +67,10 @@ class TorchScriptModel : public VideoModel {
   InstrumentedModule TakeDecoder() { return std::move(decoder_); }
 
   std::string ObservedSummary() const override {
+    const AccumulationEmulation& acc = observer_.accumulation();
     return "denoiser: " + denoiser_.instrumentation->coverage().Summary() +
-           "; decoder: " + decoder_.instrumentation->coverage().Summary();
+           "; decoder: " + decoder_.instrumentation->coverage().Summary() +
+           (acc.active() ? "; accumulation emulated on the CPU: " + acc.Describe() : "");
   }
 
  private:
@@ -135,8 +137,9 @@ void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device d
   for (const auto& b : m.module.named_buffers(/*recurse=*/true)) place(b.name, b.value, false);
 }
 
+// "shape [1, 4, 8, 8, 8] dtype Float", for contract errors.
 std::string ShapeDtypeString(const at::Tensor& t) {
-  return ShapeString(t) + " " + c10::toString(t.scalar_type());
+  return "shape " + ShapeString(t) + " dtype " + c10::toString(t.scalar_type());
 }
 
 // The contract (ARCHITECTURE.md), checked on zeros in float32 on the CPU: a package that
@@ -166,7 +169,8 @@ Status CheckContract(const std::string& dir, TorchScriptModel& model, const Late
   if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 ||
       frames.size(2) != g.frames || frames.scalar_type() != at::kFloat) {
     return Status::InvalidInput(dir + "/decoder.pt: output " + ShapeDtypeString(frames) +
-                                " is not [1, 3, " + std::to_string(g.frames) + ", H, W] Float");
+                                " is not shape [1, 3, " + std::to_string(g.frames) +
+                                ", H, W] dtype Float");
   }
   return Status::Ok();
 }

@@ -11,6 +11,20 @@ bool IsReducedFloat(const at::Tensor& t) {
 
 at::Tensor RoundThroughHalf(const at::Tensor& t) { return t.to(at::kHalf).to(at::kFloat); }
 
+enum class MatmulKind { kNone, kLinear, kMatmul, kConvolution };
+
+// How an op accumulates, for the emulation: linear (x, W, b), a product of two operands,
+// a convolution (TF32 inputs only), or none of these.
+MatmulKind KindOf(const std::string& op) {
+  if (op == "aten::linear") return MatmulKind::kLinear;
+  if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") return MatmulKind::kMatmul;
+  if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d" ||
+      op == "aten::_convolution") {
+    return MatmulKind::kConvolution;
+  }
+  return MatmulKind::kNone;
+}
+
 }  // namespace
 
 std::string JoinModulePath(const std::string& path, const std::string& callee) {
@@ -23,7 +37,15 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
   if (site.kind == GraphSite::Kind::kOp) {
     if (site.weight_input >= 0 && mismatch_log_ != nullptr)
       AuditWeightedOp(path, site, input_index, value);
-    return value;
+    if (!accumulation_.active() || input_index > 2) return value;
+    const MatmulKind kind = KindOf(site.op);
+    if (kind == MatmulKind::kNone) return value;
+    const at::Tensor in = accumulation_.tf32_inputs && input_index < 2 ? RoundToTf32(value) : value;
+    if (kind != MatmulKind::kConvolution) {
+      if (matmul_.site != &site) matmul_ = MatmulOperands{&site};
+      matmul_.operands[input_index] = in;
+    }
+    return in;
   }
   // A call into an island from outside it: its inputs enter in float32.
   const std::string callee = JoinModulePath(path, site.callee);
@@ -43,15 +65,33 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
     if (!policy_.InFp32Module(caller) && IsFloat32(out)) {
       out = policy_.emulate_fp16 ? RoundThroughHalf(out) : out.to(policy_.compute);
     }
-  } else if (site.kind == GraphSite::Kind::kOp && policy_.emulate_fp16 && !in_island &&
-             IsFloat32(out)) {
-    out = RoundThroughHalf(out);
+  } else if (site.kind == GraphSite::Kind::kOp) {
+    if (matmul_.site == &site) out = EmulateAccumulation(path, site, out);
+    if (policy_.emulate_fp16 && !in_island && IsFloat32(out)) out = RoundThroughHalf(out);
   }
   if (observer_ && out.defined() && out.is_floating_point()) {
     const char* op = site.kind == GraphSite::Kind::kOp ? site.op.c_str() : "";
     observer_(ModuleOutput{path, ModuleKind::kOther, step_, out, op});
   }
   return out;
+}
+
+at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const GraphSite& site,
+                                               const at::Tensor& value) {
+  const MatmulOperands operands = matmul_;
+  matmul_ = MatmulOperands{};
+  AccumulationEmulation acc = accumulation_;
+  if (policy_.InFp32Module(path)) acc.reduced_sum = c10::ScalarType::Undefined;
+  const at::Tensor& a = operands.operands[0];
+  const at::Tensor& b = operands.operands[1];
+  if (acc.reduced_sum == c10::ScalarType::Undefined || !a.defined() || !b.defined() ||
+      !value.is_floating_point()) {
+    return value;  // TF32 alone is in the (rounded) inputs already
+  }
+  const at::Tensor emulated = KindOf(site.op) == MatmulKind::kLinear
+                                  ? EmulatedLinear(a, b, operands.operands[2], acc)
+                                  : EmulatedMatmul(a, b, acc);
+  return emulated.sizes() == value.sizes() ? emulated.to(value.scalar_type()) : value;
 }
 
 at::Tensor PackageObserver::EnterRoot(const std::string& root, const at::Tensor& value) const {

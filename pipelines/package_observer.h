@@ -7,6 +7,10 @@
 //     island is rounded through float16 (overflow to Inf, underflow to 0, 10-bit mantissa).
 //     Not emulated: the accumulation order and width inside an op (matmul, conv, sums and
 //     softmax accumulate in float32 as the CPU kernels do);
+//   - accumulation emulation on the CPU (pipelines/accumulation_emulation.h): TF32 inputs
+//     of linear, matmul, mm, bmm and the convolutions; a reduced-precision running sum for
+//     linear, matmul, mm and bmm (recomputed from the op's inputs; other ops, such as
+//     addmm, baddbmm and einsum, keep FP32 accumulation), outside FP32 islands;
 //   - the dtype audit: every op with a weight (linear, conv, matmul with a parameter)
 //     whose input dtype differs from the weight's, by module path;
 //   - the ModuleObserver (NaN localisation, probes, SQNR) sees every module output and
@@ -17,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/accumulation_emulation.h"
 #include "pipelines/dtype_policy.h"
 #include "pipelines/graph_instrumentation.h"
 #include "pipelines/layers.h"
@@ -25,12 +30,14 @@ namespace framegate {
 
 class PackageObserver : public GraphObserver {
  public:
-  explicit PackageObserver(DtypePolicy policy) : policy_(std::move(policy)) {}
+  PackageObserver(DtypePolicy policy, bool on_cpu)
+      : policy_(std::move(policy)), accumulation_(AccumulationOf(policy_, on_cpu)) {}
 
   void set_step(int step) { step_ = step; }
   void set_observer(ModuleObserver observer) { observer_ = std::move(observer); }
   void set_mismatch_log(std::vector<DtypeMismatch>* log) { mismatch_log_ = log; }
   const DtypePolicy& policy() const { return policy_; }
+  const AccumulationEmulation& accumulation() const { return accumulation_; }
 
   at::Tensor Before(const std::string& path, const GraphSite& site, int input_index,
                     const at::Tensor& value) override;
@@ -52,7 +59,17 @@ class PackageObserver : public GraphObserver {
   void AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
                        const at::Tensor& value);
 
+  // The operands of the matmul-like op that is running, for its emulated recomputation.
+  struct MatmulOperands {
+    const GraphSite* site = nullptr;
+    at::Tensor operands[3];
+  };
+  at::Tensor EmulateAccumulation(const std::string& path, const GraphSite& site,
+                                 const at::Tensor& value);
+
   DtypePolicy policy_;
+  AccumulationEmulation accumulation_;
+  MatmulOperands matmul_;
   int step_ = 0;
   ModuleObserver observer_;
   std::vector<DtypeMismatch>* mismatch_log_ = nullptr;

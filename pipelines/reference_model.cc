@@ -11,6 +11,7 @@ namespace {
 
 constexpr double kBiasStd = 0.02;
 constexpr double kAttnOverflowGain = 400.0;
+constexpr double kAttnAccumulationValue = 100.0;
 constexpr double kActivationOverflowGain = 3000.0;
 
 // He-like scale for a layer with `fan_in` inputs, times `gain`.
@@ -34,6 +35,8 @@ ReferenceModel::ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Devi
       denoiser_ctx_(weights_, policy_),
       decoder_ctx_(weights_, decoder_policy_) {
   decoder_ctx_.set_step(-1);
+  denoiser_ctx_.set_accumulation(AccumulationOf(policy_, device_.is_cpu()));
+  decoder_ctx_.set_accumulation(AccumulationOf(decoder_policy_, device_.is_cpu()));
   denoiser_ctx_.set_fp8_upcast(fault_ != FaultCase::kFp8NoUpcast);
 }
 
@@ -65,6 +68,22 @@ void ReferenceModel::ApplyFaultToMasters() {
       for (const char* w : {"q.weight", "k.weight"})
         weights_.ScaleMaster(std::string("blocks.0.spatial_attn.") + w, kAttnOverflowGain);
       break;
+    case FaultCase::kAttnFp16Accumulation: {
+      // q = +C on every dim, k = +C on the first half of each head's dims and -C on the
+      // second: every score is exactly 0, but the first 8 products already sum to
+      // 8 C^2 = 80000 > 65504. Every activation (|C| = 100) fits FP16; only an FP16
+      // running sum overflows (Inf, then NaN in the softmax).
+      const std::string attn = "blocks.0.spatial_attn.";
+      const int64_t hidden = size_.hidden, head_dim = hidden / size_.heads;
+      at::Tensor k_bias = at::full({hidden}, kAttnAccumulationValue);
+      for (int64_t d = 0; d < hidden; ++d) {
+        if (d % head_dim >= head_dim / 2) k_bias[d] = -kAttnAccumulationValue;
+      }
+      for (const char* w : {"q.weight", "k.weight"}) weights_.ScaleMaster(attn + w, 0.0);
+      weights_.SetMaster(attn + "q.bias", at::full({hidden}, kAttnAccumulationValue));
+      weights_.SetMaster(attn + "k.bias", k_bias);
+      break;
+    }
     case FaultCase::kActivationOverflow:
       // An input projection with a large gain: its unnormalised output tracks the latents,
       // whose magnitude grows over the steps (DDIM's x0 estimates), and overflows FP16 late.
@@ -81,6 +100,11 @@ void ReferenceModel::ApplyFaultToStored() {
   for (const char* w : {"time_embed.0.weight", "time_embed.0.bias", "time_embed.2.weight",
                         "time_embed.2.bias"})
     weights_.OverrideStored(w, weights_.Get(w).master.to(device_));
+}
+
+std::string ReferenceModel::ObservedSummary() const {
+  const AccumulationEmulation& acc = denoiser_ctx_.AccumulationFor("", ModuleKind::kOther);
+  return acc.active() ? "accumulation emulated on the CPU: " + acc.Describe() : "";
 }
 
 std::string ReferenceModel::CurrentModule() const {

@@ -44,6 +44,8 @@ class ReferenceModel : public VideoModel {
   void BeginStep(int step) override;
   void SetObserver(ModuleObserver observer) override;
   std::string CurrentModule() const override;
+  // "" unless the accumulation is emulated: "accumulation emulated on the CPU: ...".
+  std::string ObservedSummary() const override;
   // Records every module whose input dtype differs from its weight's (the dtype audit).
   void SetMismatchLog(std::vector<DtypeMismatch>* log) override;
 

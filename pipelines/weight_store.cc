@@ -68,6 +68,13 @@ void WeightStore::ScaleMaster(const std::string& name, double factor) {
   entry.stored = entry.master;
 }
 
+void WeightStore::SetMaster(const std::string& name, const at::Tensor& value) {
+  WeightEntry& entry = Mutable(name);
+  assert(value.sizes() == entry.master.sizes());
+  entry.master = value.to(at::kFloat).contiguous();
+  entry.stored = entry.master;
+}
+
 std::optional<Fp8Format> WeightEntry::fp8() const {
   if (storage == WeightStorage::kFp8E4M3) return Fp8Format::kE4M3;
   if (storage == WeightStorage::kFp8E5M2) return Fp8Format::kE5M2;

@@ -46,6 +46,8 @@ class WeightStore {
   const WeightEntry* Find(const std::string& name) const;  // nullptr when absent
   // Multiplies a master (before Place): fault cases that amplify a layer.
   void ScaleMaster(const std::string& name, double factor);
+  // Replaces a master (before Place) with `value` of the same shape (asserted).
+  void SetMaster(const std::string& name, const at::Tensor& value);
   const std::vector<WeightEntry>& entries() const { return entries_; }
   // Overrides one stored tensor (fault cases: a weight left in the wrong dtype).
   void OverrideStored(const std::string& name, at::Tensor stored);
