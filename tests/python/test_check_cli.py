@@ -181,7 +181,7 @@ def test_metrics_tells_nan_black_and_frozen_apart(tmp_path):
 def test_clean_policies_pass_against_the_committed_goldens():
     committed = SOURCE / "golden"
     r = run("golden", "check", "--golden-dir", str(committed))
-    assert r.returncode == 0 and "5 goldens" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "6 goldens" in r.stdout, r.stdout + r.stderr
     r = run("check", "--size", "tiny", "--policy", "fp32,bf16,fp16-emulated,fp8e4m3-bf16,fp8e5m2-bf16",
             "--golden-dir", str(committed), "--threads", "1")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -1,5 +1,5 @@
 """The nightly pipelines in ci/ run their own command lines here: each shard job's script
-(read from the YAML, CI variables set as the CI would) in a workspace where build/harness/
+(read from the YAML, CI variables set as the CI would) in a workspace where build/bin/
 framegate is the binary under test, then the merge-and-report job's orchestrator call.
 No Slurm and no CI service: what is checked is that the commands the pipelines hold work
 together and gate correctly."""
@@ -27,8 +27,8 @@ policies = ["fp32", "bf16", "fp16", "fp16-emulated", "fp8e4m3-bf16", "tf32"]
 
 def workspace(tmp_path):
     ws = tmp_path / "ws"
-    (ws / "build" / "harness").mkdir(parents=True)
-    (ws / "build" / "harness" / "framegate").symlink_to(FRAMEGATE)
+    (ws / "build" / "bin").mkdir(parents=True)
+    (ws / "build" / "bin" / "framegate").symlink_to(FRAMEGATE)
     (ws / "runners").symlink_to(SOURCE / "runners")
     (ws / "gpu.toml").write_text(GPU_MATRIX)
     return ws
