@@ -6,6 +6,7 @@ pasted into a matrix file, makes the failing cell pass."""
 import json
 import os
 import pathlib
+import sqlite3
 import subprocess
 import sys
 
@@ -17,9 +18,9 @@ SOURCE = pathlib.Path(os.environ.get("FRAMEGATE_SOURCE_DIR", pathlib.Path(__file
 MAKE_PACKAGES = SOURCE / "pipelines" / "examples" / "make_example_packages.py"
 
 
-def run(*args, cwd=None):
-    return subprocess.run([FRAMEGATE, *map(str, args), "--threads", "1"], capture_output=True,
-                          text=True, cwd=cwd, timeout=600)
+def run(*args, cwd=None, threads=True):
+    return subprocess.run([FRAMEGATE, *map(str, args), *(["--threads", "1"] if threads else [])],
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +142,15 @@ def test_advise_finds_islands_whose_policy_makes_the_cell_pass_in_a_matrix(packa
     assert [run["status"] for run in advice["runs"]][-1] in ("PASS", "NONFINITE")
     assert 0 < advice["fp32_weight_fraction"] < 0.5
     assert advice["policy_toml"] in r.stdout
+    # --db recorded the cell with its advice; the HTML report shows it.
+    with sqlite3.connect(tmp_path / "advise.db") as db:
+        assert db.execute("SELECT status_before, status_after, islands FROM advice").fetchall() == [
+            ("NONFINITE", "PASS", '["denoiser.blocks.1.ff"]')]
+    report = run("report", "latest", "--db", tmp_path / "advise.db", "--html", tmp_path / "html",
+                 threads=False)
+    assert report.returncode in (0, 1), report.stderr
+    pages = "".join(p.read_text() for p in (tmp_path / "html").rglob("*.html"))
+    assert "denoiser.blocks.1.ff" in pages and "fp16-emulated-fp32-islands" in pages
     # The printed policy, pasted as it is into a matrix file, makes the cell pass.
     matrix = tmp_path / "mine.toml"
     matrix.write_text(f"""name = "mine"
