@@ -68,6 +68,12 @@ struct PipelineCliOptions {
   StatusOr<PipelineSpec> ToSpec() const;
 };
 void AddPipelineOptions(CLI::App* app, PipelineCliOptions* options);
+// For the commands that run a pipeline in this process. When `device` is a CPU kernel
+// path ("cpu:avx2") that this process's ATEN_CPU_CAPABILITY does not pick, re-executes
+// this process (/proc/self/exe, `argv`) with it set, before any ATen kernel has run: ATen
+// reads it once. Returns Ok when no re-exec is needed; an error when `device` names
+// several kernel paths ("cpu:*", a list), a path this CPU lacks, or the exec failed.
+Status ExecForCpuKernelPath(const std::string& device, char** argv);
 
 // Adds --golden-dir DIR, defaulting to $FRAMEGATE_GOLDEN_DIR or the repository's golden/.
 void AddGoldenDirOption(CLI::App* app, std::string* dir);

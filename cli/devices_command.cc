@@ -31,7 +31,10 @@ nlohmann::json HostToJson(const HostDevices& host) {
 void PrintHost(const HostDevices& host) {
   for (const DeviceInfo& d : host.devices) {
     std::cout << d.device << "  " << d.name << ", ";
-    if (d.device == "cpu") {
+    if (d.device.rfind("cpu:", 0) == 0) {
+      std::cout << "ATen's " << d.device.substr(4)
+                << " CPU kernels (ATEN_CPU_CAPABILITY=" << d.device.substr(4) << ")";
+    } else if (d.device == "cpu") {
       std::cout << host.cpu_cores << " cores, " << FormatBytes(d.memory_bytes)
                 << ", features: " << (d.capability.empty() ? "none of interest" : d.capability);
     } else {
@@ -54,7 +57,8 @@ void PrintHost(const HostDevices& host) {
 Command AddDevicesCommand(CLI::App& parent) {
   auto json = std::make_shared<std::string>();
   CLI::App* app = parent.add_subcommand(
-      "devices", "Show the devices cells can run on: the CPU and its ISA features, each GPU");
+      "devices", "Show the devices cells can run on: the CPU and its ISA features, its ATen "
+                 "kernel paths (cpu:avx2, ...), each GPU");
   AddOutputFileOption(app, "--json", json.get(), "Write the devices as JSON");
   return {app, [json] {
             const HostDevices host = DiscoverHost();

@@ -28,6 +28,21 @@ void AddGoldenDirOption(CLI::App* app, std::string* dir) {
       ->capture_default_str();
 }
 
+namespace {
+
+// The --device given to the command that was parsed (`golden make`: to its subcommand),
+// or "" when none was given.
+std::string GivenDevice(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    const CLI::Option* device = sub->get_option_no_throw("--device");
+    if (device != nullptr && device->count() > 0) return device->as<std::string>();
+    const std::string nested = GivenDevice(*sub);
+    if (!nested.empty()) return nested;
+  }
+  return "";
+}
+
+}  // namespace
 }  // namespace framegate
 
 int main(int argc, char** argv) {
@@ -65,6 +80,12 @@ int main(int argc, char** argv) {
     std::cerr << "framegate: error: " << e.what()
               << " (see 'framegate --help' or 'framegate COMMAND --help')\n";
     return kExitHarnessError;
+  }
+  // `run` starts a process per cell and sets the kernel path there; the others run the
+  // pipeline here, so this process must start with the path's ATEN_CPU_CAPABILITY.
+  if (!app.got_subcommand("run") && !app.got_subcommand("run-cell")) {
+    const Status exec = ExecForCpuKernelPath(GivenDevice(app), argv);
+    if (!exec.ok()) return ReportError(exec);
   }
   for (const Command& command : commands) {
     if (command.app->parsed()) return command.run();

@@ -4,8 +4,16 @@
 #include "pipelines/model_package.h"
 #include "runners/cell_runner.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
+
+#include "matrix/device_discovery.h"
+#include "matrix/unsupported.h"
 
 namespace framegate {
 
@@ -23,7 +31,9 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
                   "TOML file whose [policy.NAME] tables define more policies (a matrix file, "
                   "or what `framegate advise` printed)")
       ->check(CLI::ExistingFile);
-  app->add_option("--device", o->device, "Device: cpu or cuda:N")->capture_default_str();
+  app->add_option("--device", o->device,
+                  "Device: cpu, cpu:avx512|avx2|default (an ATen CPU kernel path) or cuda:N")
+      ->capture_default_str();
   app->add_option("--seed", o->seed, "Seed of the initial noise and conditioning")
       ->capture_default_str();
   app->add_option("--weight-seed", o->weight_seed, "Seed of the reference model's weights")
@@ -69,6 +79,29 @@ StatusOr<PipelineSpec> PipelineCliOptions::ToSpec() const {
   StatusOr<PipelineSpec> spec = SpecOfCell(cells[0]);
   if (spec.ok()) spec->weight_seed = weight_seed;
   return spec;
+}
+
+}  // namespace framegate
+
+namespace framegate {
+
+Status ExecForCpuKernelPath(const std::string& device, char** argv) {
+  if (device == "cpu:*" || (device.find(',') != std::string::npos &&
+                            device.find("cpu:") != std::string::npos)) {
+    return Status::InvalidInput("--device " + device + ": one process runs one CPU kernel path "
+                                "(ATEN_CPU_CAPABILITY); use `framegate run` or one --device per check");
+  }
+  const std::string path = CpuKernelPathOf(device);
+  if (path.empty()) return Status::Ok();
+  const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+  if (env != nullptr && path == env) return Status::Ok();
+  Cell cell;
+  cell.device = device;
+  const std::string unsupported = UnsupportedReason(cell, DiscoverDevices());
+  if (!unsupported.empty()) return Status::Unsupported(unsupported);
+  if (setenv("ATEN_CPU_CAPABILITY", path.c_str(), 1) == 0) execv("/proc/self/exe", argv);
+  return Status::IoError("cannot re-execute with ATEN_CPU_CAPABILITY=" + path + ": " +
+                         std::strerror(errno));  // execv returns only when it failed
 }
 
 }  // namespace framegate

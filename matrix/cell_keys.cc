@@ -56,6 +56,7 @@ void CopyKey(const Cell& from, const std::string& key, Cell* to) {
 
 bool DeviceMatches(const std::string& pattern, const std::string& device) {
   if (pattern == device || pattern == "all") return true;
+  if (pattern == "cpu:*") return device.rfind("cpu:", 0) == 0;
   return pattern == "cuda" && device.rfind("cuda:", 0) == 0;
 }
 

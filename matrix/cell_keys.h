@@ -21,7 +21,7 @@ std::string KeyValue(const Cell& cell, const std::string& key);
 // model_dir). Precondition: IsIdentityKey(key).
 void CopyKey(const Cell& from, const std::string& key, Cell* to);
 // Whether a device written in an entry matches a cell's device: equal, or "cuda"
-// (any GPU), or "all" (any device).
+// (any GPU), or "cpu:*" (any CPU kernel path), or "all" (any device).
 bool DeviceMatches(const std::string& pattern, const std::string& device);
 
 }  // namespace framegate

@@ -1,5 +1,6 @@
 #include "matrix/device_discovery.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -23,6 +24,28 @@ int64_t TotalMemoryBytes() {
     in.ignore(1 << 20, '\n');
   }
   return 0;
+}
+
+// The words of the first "flags" line of /proc/cpuinfo; empty when unreadable.
+std::vector<std::string> ProcCpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::vector<std::string> flags;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) flags.push_back(w);
+    break;
+  }
+  return flags;
+}
+
+// One DeviceInfo per kernel path, a copy of `cpu` under the name "cpu:<path>".
+void AppendKernelPaths(const DeviceInfo& cpu, HostDevices* host) {
+  for (const std::string& path : CpuKernelPaths(ProcCpuFlags())) {
+    DeviceInfo d = cpu;
+    d.device = "cpu:" + path;
+    host->devices.push_back(d);
+  }
 }
 
 #if FRAMEGATE_WITH_CUDA
@@ -60,6 +83,7 @@ HostDevices DiscoverHost() {
   for (const std::string& f : cpu_info.features) cpu.capability += (cpu.capability.empty() ? "" : " ") + f;
   cpu.memory_bytes = TotalMemoryBytes();
   host.devices.push_back(cpu);
+  AppendKernelPaths(cpu, &host);
   host.cpu_cores = cpu_info.logical_cores;
   host.cpu_features = cpu_info.features;
 #if FRAMEGATE_WITH_CUDA
@@ -84,6 +108,36 @@ bool HasCpuFeature(const DeviceInfo& cpu, const std::string& feature) {
     if (w == feature) return true;
   }
   return false;
+}
+
+const std::vector<std::string>& KnownCpuKernelPaths() {
+  static const std::vector<std::string> paths = {"avx512", "avx2", "default"};
+  return paths;
+}
+
+std::string CpuKernelPathFlags(const std::string& path) {
+  if (path == "avx512") return "avx512f avx512bw avx512vl avx512dq";
+  if (path == "avx2") return "avx2 fma";
+  return "";
+}
+
+std::vector<std::string> CpuKernelPaths(const std::vector<std::string>& cpu_flags) {
+  std::vector<std::string> paths;
+  for (const std::string& path : KnownCpuKernelPaths()) {
+    std::istringstream needed(CpuKernelPathFlags(path));
+    bool has_all = true;
+    for (std::string f; needed >> f;)
+      has_all = has_all && std::find(cpu_flags.begin(), cpu_flags.end(), f) != cpu_flags.end();
+    if (has_all) paths.push_back(path);
+  }
+  return paths;
+}
+
+std::string CpuKernelPathOf(const std::string& device) {
+  if (device.rfind("cpu:", 0) != 0) return "";
+  const std::string path = device.substr(4);
+  const std::vector<std::string>& known = KnownCpuKernelPaths();
+  return std::find(known.begin(), known.end(), path) != known.end() ? path : "";
 }
 
 int GpuCapability(const DeviceInfo& gpu) {

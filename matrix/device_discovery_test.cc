@@ -41,12 +41,20 @@ TEST(DeviceDiscoveryTest, TheCpuComesFirstWithFeaturesFromProcCpuinfo) {
   }
   for (const char* f : {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
     EXPECT_EQ(HasCpuFeature(cpu, f), flags.count(f) > 0) << f;
+  std::vector<std::string> flag_list(flags.begin(), flags.end());
+  const std::vector<std::string> paths = CpuKernelPaths(flag_list);
+  ASSERT_LT(paths.size(), host.devices.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    EXPECT_EQ(host.devices[i + 1].device, "cpu:" + paths[i]);
+    EXPECT_EQ(host.devices[i + 1].capability, cpu.capability);
+  }
+  const size_t first_gpu = 1 + paths.size();
   if (!host.built_with_cuda) {
-    EXPECT_EQ(host.devices.size(), 1u);
+    EXPECT_EQ(host.devices.size(), first_gpu);
     EXPECT_EQ(host.cuda_runtime, "");
   }
-  for (size_t i = 1; i < host.devices.size(); ++i)
-    EXPECT_EQ(host.devices[i].device, "cuda:" + std::to_string(i - 1));
+  for (size_t i = first_gpu; i < host.devices.size(); ++i)
+    EXPECT_EQ(host.devices[i].device, "cuda:" + std::to_string(i - first_gpu));
   EXPECT_EQ(FindDevice(host.devices, "cpu"), &host.devices.front());
   EXPECT_EQ(FindDevice(host.devices, "cuda:99"), nullptr);
 }
@@ -55,6 +63,23 @@ TEST(DeviceDiscoveryTest, GpuCapabilityReadsMajorMinor) {
   EXPECT_EQ(GpuCapability(DeviceInfo{"cuda:0", "A100", "8.0", 0, ""}), 80);
   EXPECT_EQ(GpuCapability(DeviceInfo{"cuda:1", "L4", "8.9", 0, ""}), 89);
   EXPECT_EQ(GpuCapability(DeviceInfo{"cpu", "x", "avx2", 0, ""}), 0);
+}
+
+TEST(DeviceDiscoveryTest, KernelPathsFollowAtensFlagRequirements) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(CpuKernelPaths({}), (V{"default"}));
+  EXPECT_EQ(CpuKernelPaths({"sse4_2", "avx2"}), (V{"default"}));  // avx2 needs fma too
+  EXPECT_EQ(CpuKernelPaths({"avx2", "fma"}), (V{"avx2", "default"}));
+  EXPECT_EQ(CpuKernelPaths({"avx2", "fma", "avx512f", "avx512bw", "avx512vl"}),
+            (V{"avx2", "default"}));  // no avx512dq
+  EXPECT_EQ(CpuKernelPaths({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+            (V{"avx512", "avx2", "default"}));
+  EXPECT_EQ(CpuKernelPathOf("cpu:avx2"), "avx2");
+  EXPECT_EQ(CpuKernelPathOf("cpu:default"), "default");
+  EXPECT_EQ(CpuKernelPathOf("cpu"), "");
+  EXPECT_EQ(CpuKernelPathOf("cpu:*"), "");
+  EXPECT_EQ(CpuKernelPathOf("cpu:sse"), "");
+  EXPECT_EQ(CpuKernelPathOf("cuda:0"), "");
 }
 
 const DeviceInfo kPlainCpu{"cpu", "Old CPU", "avx2 avx512f", 0, ""};
@@ -85,6 +110,19 @@ TEST(UnsupportedReasonTest, MissingDevice) {
             "device cuda:0 not found on this host (found: cpu)");
   EXPECT_EQ(UnsupportedReason(On("cuda:2", "fp32"), {kPlainCpu, kAmpere, kVolta}),
             "device cuda:2 not found on this host (found: cpu, cuda:0, cuda:1)");
+}
+
+TEST(UnsupportedReasonTest, KernelPathTheCpuLacks) {
+  DeviceInfo avx2 = kPlainCpu, fallback = kPlainCpu;
+  avx2.device = "cpu:avx2";
+  fallback.device = "cpu:default";
+  const std::vector<DeviceInfo> found = {kPlainCpu, avx2, fallback};
+  EXPECT_EQ(UnsupportedReason(On("cpu:avx2", "fp32"), found), "");
+  EXPECT_EQ(UnsupportedReason(On("cpu:avx512", "fp32"), found),
+            "device cpu:avx512: this CPU lacks ATen's avx512 kernel path (needs avx512f "
+            "avx512bw avx512vl avx512dq; kernel paths found: cpu:avx2, cpu:default)");
+  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp32"), found),
+            "device cuda:0 not found on this host (found: cpu)");
 }
 
 TEST(UnsupportedReasonTest, UnmetRequirements) {

@@ -46,8 +46,9 @@ StatusOr<std::vector<Cell>> ExpandMatrix(const MatrixDefinition& definition,
                                          const std::vector<DeviceInfo>& found);
 
 // The devices a device value stands for: itself; "cuda": each GPU in `found`, or
-// "cuda:0" when there is none (so the cells exist and show as UNSUPPORTED); "all": every
-// device in `found`.
+// "cuda:0" when there is none (so the cells exist and show as UNSUPPORTED); "cpu:*": each
+// CPU kernel path in `found` ("cpu:default" when none); "all": every device in `found`
+// but the kernel paths (the CPU counts once, as "cpu").
 std::vector<std::string> ExpandDeviceValue(const std::string& value,
                                            const std::vector<DeviceInfo>& found);
 // Whether `cell` has every identity value the entry sets.

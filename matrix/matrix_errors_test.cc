@@ -91,7 +91,8 @@ TEST(MatrixErrorsTest, UnknownValuesPointAtTheValue) {
   EXPECT_TRUE(StartsWith(ErrorOf("[axes]\npipelines = [\"no/such/pkg\"]\n"),
                          "bad.toml:2:14: model package folder 'no/such/pkg' (/"));
   EXPECT_EQ(ErrorOf("[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\", \"tpu\"]\n"),
-            "bad.toml:3:19: unknown device 'tpu' (known: cpu, cuda:N, cuda = every GPU found, "
+            "bad.toml:3:19: unknown device 'tpu' (known: cpu, cpu:avx512, cpu:avx2, cpu:default, "
+            "cpu:* = every CPU kernel path found, cuda:N, cuda = every GPU found, "
             "all = every device found)");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[include]]\nfault = \"melt\"\n"),
             "bad.toml:6:9: unknown fault case 'melt' (known: none, time-embed-fp32, "

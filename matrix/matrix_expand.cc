@@ -112,12 +112,15 @@ StatusOr<std::vector<AddedCell>> ApplyIncludes(const MatrixDefinition& def,
 
 std::vector<std::string> ExpandDeviceValue(const std::string& value,
                                            const std::vector<DeviceInfo>& found) {
-  if (value != "cuda" && value != "all") return {value};
+  if (value != "cuda" && value != "all" && value != "cpu:*") return {value};
   std::vector<std::string> devices;
   for (const DeviceInfo& d : found) {
+    const bool kernel_path = d.device.rfind("cpu:", 0) == 0;
+    if (value == "all" && kernel_path) continue;  // "all" is the CPU once, not per path
     if (DeviceMatches(value, d.device)) devices.push_back(d.device);
   }
   if (devices.empty() && value == "cuda") devices.push_back("cuda:0");
+  if (devices.empty() && value == "cpu:*") devices.push_back("cpu:default");
   return devices;
 }
 

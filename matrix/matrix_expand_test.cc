@@ -218,6 +218,26 @@ policies = ["fp32"]
   EXPECT_EQ(with(R"("cuda:3", "all", "cpu")", kCpuOnly), (V{"cuda:3", "cpu"}));
 }
 
+TEST(MatrixExpandTest, CpuStarIsEveryKernelPathFoundAndAllTakesTheCpuOnce) {
+  const std::string matrix = R"(
+[axes]
+pipelines = ["tiny"]
+devices = ["cpu:*", "all", "cpu:avx512"]
+policies = ["fp32"]
+)";
+  const std::vector<DeviceInfo> found = {Device("cpu", "avx2"), Device("cpu:avx2", "avx2"),
+                                         Device("cpu:default", "avx2")};
+  std::vector<std::string> names;
+  for (const Cell& c : Expand(matrix, found).cells) names.push_back(c.device);
+  EXPECT_EQ(names, (std::vector<std::string>{"cpu:avx2", "cpu:default", "cpu", "cpu:avx512"}));
+  EXPECT_NE(ExpandError(R"(
+[axes]
+pipelines = ["tiny"]
+devices = ["cpu:sse"]
+policies = ["fp32"]
+)").find("unknown device 'cpu:sse'"), std::string::npos);
+}
+
 TEST(MatrixExpandTest, EntryDeviceCudaMatchesEveryGpuAndAllAddsOneCellPerDevice) {
   const MatrixSpec spec = Expand(R"(
 [axes]

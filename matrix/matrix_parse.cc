@@ -8,6 +8,7 @@
 #include "harness/toml_source.h"
 #include "harness/sha256.h"
 #include "harness/checks/tolerance.h"
+#include "matrix/device_discovery.h"
 #include "matrix/cell_keys.h"
 #include "matrix/matrix_definition.h"
 #include "matrix/unsupported.h"
@@ -53,7 +54,7 @@ class MatrixReader {
   }
 
   // One identity value (`key` is singular: "policy") into `cell`. A device may also be
-  // "cuda" or "all" (in axes they expand, in entries they match a group of devices).
+  // "cuda", "cpu:*" or "all" (in axes they expand, in entries they match a group of devices).
   Status ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const;
   StatusOr<std::string> ReadString(const std::string& what, const toml::node& node) const;
   StatusOr<std::vector<std::string>> ReadRequirements(const toml::node& node) const;
@@ -139,10 +140,12 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
   if (key == "device") {
     const bool gpu = v.size() > 5 && v.rfind("cuda:", 0) == 0 &&
                      v.find_first_not_of("0123456789", 5) == std::string::npos;
-    if (v != "cpu" && v != "cuda" && v != "all" && !gpu)
+    const bool kernel_path = !CpuKernelPathOf(v).empty() || v == "cpu:*";
+    if (v != "cpu" && v != "cuda" && v != "all" && !gpu && !kernel_path)
       return Error(node.source(), "unknown device '" + v +
-                                      "' (known: cpu, cuda:N, cuda = every GPU found, "
-                                      "all = every device found)");
+                                      "' (known: cpu, cpu:avx512, cpu:avx2, cpu:default, "
+                                      "cpu:* = every CPU kernel path found, cuda:N, "
+                                      "cuda = every GPU found, all = every device found)");
     cell->device = v;
   } else if (key == "policy") {
     const StatusOr<DtypePolicy> policy = FindPolicy(v, policies_);

@@ -8,9 +8,14 @@
 namespace framegate {
 namespace {
 
-std::string DeviceNames(const std::vector<DeviceInfo>& found) {
+// The devices found, the CPU's kernel paths left out ("cpu" stands for them) unless
+// `kernel_paths`.
+std::string DeviceNames(const std::vector<DeviceInfo>& found, bool kernel_paths = false) {
   std::string names;
-  for (const DeviceInfo& d : found) names += (names.empty() ? "" : ", ") + d.device;
+  for (const DeviceInfo& d : found) {
+    if ((d.device.rfind("cpu:", 0) == 0) != kernel_paths) continue;
+    names += (names.empty() ? "" : ", ") + d.device;
+  }
   return names.empty() ? "none" : names;
 }
 
@@ -51,6 +56,12 @@ const std::vector<std::string>& KnownRequirements() {
 
 std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& found) {
   const DeviceInfo* device = FindDevice(found, cell.device);
+  const std::string kernel_path = CpuKernelPathOf(cell.device);
+  if (!device && !kernel_path.empty()) {
+    return "device " + cell.device + ": this CPU lacks ATen's " + kernel_path +
+           " kernel path (needs " + CpuKernelPathFlags(kernel_path) +
+           "; kernel paths found: " + DeviceNames(found, true) + ")";
+  }
   if (!device) {
     return "device " + cell.device + " not found on this host (found: " + DeviceNames(found) + ")";
   }

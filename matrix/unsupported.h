@@ -2,7 +2,8 @@
 // running anything (`framegate list` shows them; the runner records them UNSUPPORTED).
 //
 // A cell is unsupported here when (first reason wins):
-//   1. its device is not among the devices found;
+//   1. its device is not among the devices found (a CPU kernel path, "cpu:avx512", is
+//      found when the CPU has the flags ATen needs for it);
 //   2. a requirement (matrix `requires`) is not met:
 //        cuda  the cell runs on a GPU (cuda:N)
 //        bf16  native BF16 arithmetic: a CPU with avx512_bf16 or amx_bf16, a GPU with

@@ -1,6 +1,7 @@
 #include "pipelines/pipeline_run.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include <ATen/Context.h>
 
@@ -14,6 +15,18 @@ std::string PipelineSpec::PipelineName() const {
 }
 
 StatusOr<c10::Device> ParseDevice(const std::string& text) {
+  if (text.rfind("cpu:", 0) == 0) {  // an ATen CPU kernel path: the CPU, in a process
+    const std::string path = text.substr(4);  // whose ATEN_CPU_CAPABILITY picks it
+    if (path != "avx512" && path != "avx2" && path != "default")
+      return Status::InvalidInput("device '" + text + "' is not a device (expected cpu, "
+                                  "cpu:avx512, cpu:avx2, cpu:default or cuda:N)");
+    const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+    if (env == nullptr || path != env)
+      return Status::InvalidInput("device '" + text + "' needs ATEN_CPU_CAPABILITY=" + path +
+                                  " in this process's environment (framegate sets it when it "
+                                  "starts the process)");
+    return c10::Device(c10::kCPU);
+  }
   try {
     c10::Device device(text);
     if (device.is_cuda() && !at::hasCUDA())

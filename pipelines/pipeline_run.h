@@ -58,7 +58,8 @@ struct WeightSize {
 };
 StatusOr<std::vector<WeightSize>> ListWeightSizes(const PipelineSpec& spec);
 
-// Parses "cpu" / "cuda:N"; Unsupported when this build lacks the device.
+// Parses "cpu" / "cpu:<kernel path>" / "cuda:N"; Unsupported when this build lacks the
+// device; InvalidInput for a kernel path this process's ATEN_CPU_CAPABILITY does not pick.
 StatusOr<c10::Device> ParseDevice(const std::string& text);
 
 }  // namespace framegate

@@ -48,6 +48,21 @@ std::string LastLine(const std::string& path) {
   return last;
 }
 
+// This process's environment, with ATEN_CPU_CAPABILITY=<path> when `device` is a CPU
+// kernel path ("cpu:avx2"). Built before fork: the child only calls execve.
+std::vector<std::string> KernelPathEnvironment(const std::string& device) {
+  // The matrix checked the path ("cpu:avx2"); `framegate run` never spawns a cell its
+  // CPU lacks (UNSUPPORTED).
+  const std::string path = device.rfind("cpu:", 0) == 0 ? device.substr(4) : "";
+  const std::string key = "ATEN_CPU_CAPABILITY=";
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (path.empty() || std::string(*e).rfind(key, 0) != 0) env.push_back(*e);
+  }
+  if (!path.empty()) env.push_back(key + path);
+  return env;
+}
+
 // fork + exec `framegate run-cell ...` with stdout/stderr to files in `dir`.
 StatusOr<pid_t> Spawn(const CellProcessOptions& o, const Attempt& a, const std::string& dir) {
   Cell cell = a.cell;
@@ -70,6 +85,11 @@ StatusOr<pid_t> Spawn(const CellProcessOptions& o, const Attempt& a, const std::
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
+  // A CPU kernel path is picked by ATen from the environment, once per process.
+  std::vector<std::string> env = KernelPathEnvironment(a.cell.device);
+  std::vector<char*> envp;
+  for (std::string& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
   const std::string out_path = dir + "/stdout.txt", err_path = dir + "/stderr.txt";
   const pid_t pid = fork();
   if (pid < 0) return Status::IoError(std::string("fork: ") + std::strerror(errno));
@@ -77,7 +97,7 @@ StatusOr<pid_t> Spawn(const CellProcessOptions& o, const Attempt& a, const std::
     setpgid(0, 0);  // its own process group: a timeout kills its children too
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // and it dies with the runner
     if (!freopen(out_path.c_str(), "w", stdout) || !freopen(err_path.c_str(), "w", stderr)) _exit(127);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     std::fprintf(stderr, "framegate: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);
   }
