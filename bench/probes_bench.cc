@@ -1,6 +1,7 @@
 // framegate_probes_bench: what the numeric probes cost. One tiny cell (the whole pipeline:
 // 8 DDIM steps with CFG and the decode) with no observer, with NaN localisation only, and
-// with the full range probes, under fp32 and fp16-emulated. Compare the medians of the
+// with the full range probes, under fp32, tf32, fp16-emulated and fp16-emulated-fp16-accum
+// (the last two differ only in the FP16 accumulation emulated on the CPU). Compare the medians of the
 // three variants of one policy measured in the same run (docs/benchmarks.md).
 //   framegate_probes_bench [--threads N] [benchmark flags]
 #include <benchmark/benchmark.h>
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("threads", std::to_string(threads));
   const std::pair<Probes, const char*> modes[] = {
       {Probes::kOff, "off"}, {Probes::kLocalise, "localise"}, {Probes::kRanges, "ranges"}};
-  for (const char* policy : {"fp32", "fp16-emulated"}) {
+  for (const char* policy : {"fp32", "tf32", "fp16-emulated", "fp16-emulated-fp16-accum"}) {
     for (const auto& [mode, name] : modes) {
       benchmark::RegisterBenchmark(
           ("BM_TinyCell/" + std::string(policy) + "/probes:" + name).c_str(), BM_TinyCell,
