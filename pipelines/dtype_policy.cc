@@ -91,6 +91,11 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       FG_RETURN_IF_ERROR(boolean(&p.fp16_reduced_precision_reduction));
     } else if (k == "bf16_reduced_precision_reduction") {
       FG_RETURN_IF_ERROR(boolean(&p.bf16_reduced_precision_reduction));
+    } else if (k == "attention_backend") {
+      static const std::map<std::string, std::string> backends = {
+          {"cudnn", "cudnn"}, {"flash", "flash"}, {"math", "math"},
+          {"mem_efficient", "mem_efficient"}};
+      FG_RETURN_IF_ERROR(string_in(backends, &p.attention_backend));
     } else if (k == "accumulation_block") {
       const auto value = node.value_exact<int64_t>();
       if (!value || *value < 1 || *value > 65536)
@@ -284,6 +289,7 @@ std::string DtypePolicy::ToToml() const {
   if (allow_tf32) out << "allow_tf32 = true\n";
   if (fp16_reduced_precision_reduction) out << "fp16_reduced_precision_reduction = true\n";
   if (bf16_reduced_precision_reduction) out << "bf16_reduced_precision_reduction = true\n";
+  if (!attention_backend.empty()) out << "attention_backend = " << quoted(attention_backend) << "\n";
   if (accumulation_block != DtypePolicy().accumulation_block) {
     out << "accumulation_block = " << accumulation_block << "\n";
   }

@@ -45,6 +45,10 @@ struct DtypePolicy {
   bool fp16_reduced_precision_reduction = false;
   bool bf16_reduced_precision_reduction = false;
   int64_t accumulation_block = 8;  // products per block of a reduced-precision sum
+  // The scaled-dot-product attention kernels allowed on CUDA: "flash", "mem_efficient",
+  // "math", "cudnn"; "" for LibTorch's choice. The CPU build has only "math": any other
+  // is UNSUPPORTED there.
+  std::string attention_backend;
   std::string fallback;  // the next safer policy ("" for none)
 
   bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }

@@ -114,5 +114,30 @@ TEST(PolicyRunTest, Fp8StoredWeightsTakeAQuarterOfFp32Bytes) {
   EXPECT_EQ(fp8.weight_bytes * 4, fp32.weight_bytes);
 }
 
+TEST(PolicyRunTest, TheCpuHasOnlyTheMathAttentionPathAndSaysSo) {
+  PipelineSpec spec;
+  spec.policy = Fp32Policy();
+  spec.sampler = SamplerConfig{SamplerKind::kDdim, 1, 4.0};
+  spec.policy.attention_backend = "flash";
+  StatusOr<PipelineOutcome> flash = RunPipeline(spec);
+  ASSERT_TRUE(flash.ok());
+  EXPECT_EQ(flash->kind, PipelineOutcome::Kind::kUnsupported);
+  EXPECT_EQ(flash->unsupported, "attention backend 'flash': the CPU build has only the math attention path");
+  spec.policy.attention_backend = "math";
+  StatusOr<PipelineOutcome> math = RunPipeline(spec);
+  ASSERT_TRUE(math.ok());
+  EXPECT_EQ(math->kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_EQ(math->observed, "attention: math (the CPU build's only path)");
+}
+
+TEST(PolicyRunTest, EmulatedAccumulationIsRecordedWithTheCell) {
+  PipelineSpec spec;
+  spec.policy = *FindPolicy("tf32");
+  spec.sampler = SamplerConfig{SamplerKind::kDdim, 1, 4.0};
+  StatusOr<PipelineOutcome> tf32 = RunPipeline(spec);
+  ASSERT_TRUE(tf32.ok());
+  EXPECT_EQ(tf32->observed, "accumulation emulated on the CPU: tf32 inputs");
+}
+
 }  // namespace
 }  // namespace framegate

@@ -6,6 +6,9 @@
 #include <ATen/Context.h>
 
 #include "pipelines/model_package.h"
+#if FRAMEGATE_WITH_CUDA
+#include "pipelines/cuda/attention_backend.h"
+#endif
 #include "pipelines/reference_model.h"
 
 namespace framegate {
@@ -59,11 +62,69 @@ StatusOr<std::vector<WeightSize>> ListWeightSizes(const PipelineSpec& spec) {
   return sizes;
 }
 
+namespace {
+
+// The device's numeric switches for the policy. On CUDA the real ones (cuBLAS/cuDNN TF32
+// and reduced-precision reduction, the SDPA backend), recorded as in force; on the CPU
+// the accumulation is emulated by the model (AccumulationOf) and only the math attention
+// path exists. Returns what to record, or the reason the device cannot run the policy.
+struct DeviceNumerics {
+  std::string recorded;
+  std::string unsupported;
+};
+DeviceNumerics ApplyDeviceNumerics(const DtypePolicy& policy, c10::Device device) {
+  DeviceNumerics n;
+  const std::string& backend = policy.attention_backend;
+  if (device.is_cpu()) {
+    if (!backend.empty() && backend != "math") {
+      n.unsupported = "attention backend '" + backend +
+                      "': the CPU build has only the math attention path";
+    } else if (backend == "math") {
+      n.recorded = "attention: math (the CPU build's only path)";
+    }
+    return n;
+  }
+#if FRAMEGATE_WITH_CUDA
+  cuda::CudaPrecisionFlags flags;
+  flags.tf32_cublas = flags.tf32_cudnn = policy.allow_tf32;
+  flags.fp16_reduction_cublas = policy.fp16_reduced_precision_reduction;
+  flags.bf16_reduction_cublas = policy.bf16_reduced_precision_reduction;
+  n.recorded = "native on CUDA: " + cuda::ApplyPrecisionFlags(flags).ToString();
+  if (!backend.empty()) {
+    cuda::SdpaBackends only;
+    only.flash = backend == "flash";
+    only.mem_efficient = backend == "mem_efficient";
+    only.math = backend == "math";
+    only.cudnn = backend == "cudnn";
+    const cuda::SdpaBackends in_force = cuda::ApplySdpaBackends(only);
+    n.recorded += "; attention: " + in_force.ToString();
+    if (in_force.ToString() == "none") {
+      n.unsupported = "attention backend '" + backend + "': this LibTorch has no switch for it";
+    }
+  }
+#endif
+  return n;
+}
+
+std::string JoinNotes(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  return b.empty() ? a : a + "; " + b;
+}
+
+}  // namespace
+
 StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObserver& on_module,
                                       const StepObserver& on_step) {
   StatusOr<c10::Device> device = ParseDevice(spec.device);
   if (!device.ok()) return device.status();
   PipelineOutcome outcome;
+  const DeviceNumerics numerics = ApplyDeviceNumerics(spec.policy, *device);
+  if (!numerics.unsupported.empty()) {
+    outcome.kind = PipelineOutcome::Kind::kUnsupported;
+    outcome.unsupported = numerics.unsupported;
+    outcome.pipeline = spec.PipelineName();
+    return outcome;
+  }
   const auto load_start = std::chrono::steady_clock::now();
   std::unique_ptr<VideoModel> model;
   if (!spec.model_dir.empty()) {
@@ -110,7 +171,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   outcome.load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   if (on_module) model->SetObserver(on_module);
-  outcome.observed = model->ObservedSummary();
+  outcome.observed = JoinNotes(model->ObservedSummary(), numerics.recorded);
 
   try {
     outcome.result = Generate(*model, outcome.sampler, spec.seed, on_step);
