@@ -1,5 +1,6 @@
 // The options every command that runs a pipeline shares, parsed in one place.
 #include "cli/commands.h"
+#include "pipelines/fault_cases.h"
 #include "pipelines/pipeline_config.h"
 #include "pipelines/model_package.h"
 #include "runners/cell_runner.h"
@@ -17,6 +18,24 @@
 
 namespace framegate {
 
+namespace {
+
+// The names --help lists, from the data that defines them.
+std::string PresetNames() {
+  std::string names;
+  for (const DtypePolicy& p : PresetPolicies()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+std::string FaultNames() {
+  std::string names;
+  for (const FaultCaseInfo& f : FaultCases()) {
+    names += (names.empty() ? "" : ", ") + std::string(f.name) + " (" + f.field_report + ")";
+  }
+  return names;
+}
+
+}  // namespace
+
 void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
   auto* size = app->add_option("--size", o->size, "Reference pipeline size: tiny, small, large")
                    ->capture_default_str();
@@ -24,8 +43,8 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
       ->check(CLI::ExistingDirectory)
       ->excludes(size);
   app->add_option("--policy", o->policy,
-                  "Dtype policy preset (check: a comma-separated list): fp32, bf16, fp16, fp16-fp32norm, fp16-emulated, "
-                  "fp8e4m3-bf16, fp8e5m2-bf16, tf32, fp16-reduced-accum")
+                  "Dtype policy (check: a comma-separated list): a preset (" + PresetNames() +
+                      ") or one --policy-file defines")
       ->capture_default_str();
   app->add_option("--policy-file", o->policy_file,
                   "TOML file whose [policy.NAME] tables define more policies (a matrix file, "
@@ -39,8 +58,7 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
   app->add_option("--weight-seed", o->weight_seed, "Seed of the reference model's weights")
       ->capture_default_str();
   app->add_option("--fault", o->fault,
-                  "Fault case to build into the reference model: time-embed-fp32, "
-                  "attn-overflow, activation-overflow, input-fp32, fp8-no-upcast");
+                  "Fault case to build into the reference model: " + FaultNames());
   app->add_option("--steps", o->steps, "Sampler steps (default: the size's or the package's)")
       ->check(CLI::Range(1, 100000));
   app->add_option("--sampler", o->sampler, "Sampler: ddim or euler (default: the size's)")
