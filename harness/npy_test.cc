@@ -1,6 +1,7 @@
 #include "harness/npy.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -10,7 +11,9 @@ namespace framegate {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("fg_npy_" + name)).string();
+  // The process id: CTest runs tests (and CI runs) side by side.
+  return (std::filesystem::temp_directory_path() /
+          ("fg_npy_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 TEST(NpyTest, WriteThenReadRoundTripsShapeAndValues) {

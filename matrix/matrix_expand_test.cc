@@ -4,6 +4,7 @@
 #include "matrix/matrix_spec.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -259,7 +260,7 @@ fault = "input-fp32"
 }
 
 TEST(MatrixExpandTest, ModelPackageFoldersResolveAgainstTheMatrixFolder) {
-  const std::string dir = ::testing::TempDir() + "/fg_matrix_pkg";
+  const std::string dir = ::testing::TempDir() + "/fg_matrix_pkg_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir + "/models/my-model");
   std::ofstream(dir + "/models/my-model/model.toml") << "name = \"my-model\"\n";
   StatusOr<MatrixSpec> spec = ParseMatrix(R"(
