@@ -53,16 +53,14 @@ class WorkDir {
 };
 
 // Records the observed cell with its advice as a run of its own (tag "advise").
-Status RecordAdvice(const std::string& db, const Cell& cell, const CellRunOptions& run,
+Status RecordAdvice(const std::string& db, const Cell& cell, CellResult observed,
                     const Advice& advice, const std::string& command) {
-  StatusOr<CellResult> observed = RunCell(cell, run);
-  if (!observed.ok()) return observed.status();
-  observed->advice = advice;
+  observed.advice = advice;
   StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(db);
   if (!store.ok()) return store.status();
   const RunInfo info = NewRunInfo("advise", command);
   FG_RETURN_IF_ERROR((*store)->BeginRun(info, {{cell.device, cell.device, "", 0, ""}}));
-  FG_RETURN_IF_ERROR((*store)->RecordCell(info.run_id, *observed));
+  FG_RETURN_IF_ERROR((*store)->RecordCell(info.run_id, observed));
   return (*store)->FinishRun(info.run_id, "finished", NowIso8601());
 }
 
@@ -88,7 +86,8 @@ int RunAdvise(const AdviseCliOptions& o) {
     text << head << StatusName(run.status) << "  islands: " << IslandList(run.islands)
          << (run.reason.empty() ? "" : "  (" + run.reason + ")") << std::endl;
   };
-  StatusOr<Advice> advice = AdvisePrecision(cell, options);
+  CellResult observed;
+  StatusOr<Advice> advice = AdvisePrecision(cell, options, &observed);
   if (!advice.ok()) return ReportError(advice.status());
   const Advice& a = *advice;
   if (a.status_before == CellStatus::kPass) {
@@ -116,7 +115,7 @@ int RunAdvise(const AdviseCliOptions& o) {
     if (!written.ok()) return ReportError(written);
   }
   if (!o.db.empty()) {
-    const Status recorded = RecordAdvice(o.db, cell, options.run, a, "framegate advise");
+    const Status recorded = RecordAdvice(o.db, cell, observed, a, "framegate advise");
     if (!recorded.ok()) return ReportError(recorded);
     text << "recorded in " << o.db << "\n";
   }

@@ -151,7 +151,8 @@ std::string ParentModule(const std::string& path) {
   return dot == std::string::npos ? "*" : path.substr(0, dot);
 }
 
-StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options) {
+StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
+                                 CellResult* observed_result) {
   StatusOr<PipelineSpec> spec = SpecOfCell(cell);
   if (!spec.ok()) return spec.status();
   const DtypePolicy& base = spec->policy;
@@ -160,6 +161,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options)
   observe.probe_count = 64;
   StatusOr<CellResult> observed = RunCell(cell, observe);
   if (!observed.ok()) return observed.status();
+  if (observed_result != nullptr) *observed_result = *observed;
   if (observed->status == CellStatus::kUnresolved) {
     return Status::NotFound("cannot judge without a golden: " + observed->reason);
   }

@@ -35,7 +35,10 @@ struct AdviseOptions {
 // A Status only for bad input (unknown policy, broken package, no or damaged golden:
 // the advisor cannot judge without one). When no passing set is found within the budget
 // the Advice says so: found() is false and status_after is the last run's.
-StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options);
+// `observed`, when given, receives the first (observed) run's result, so that a caller
+// recording the cell does not run it again.
+StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
+                                 CellResult* observed_result = nullptr);
 
 // The parent module path ("a.b.c" -> "a.b"; "a" -> "*"; "*" -> "").
 std::string ParentModule(const std::string& path);
