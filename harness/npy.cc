@@ -1,5 +1,11 @@
 #include "harness/npy.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -51,28 +57,17 @@ int64_t NpyArray::NumElements() const {
   return n;
 }
 
-std::vector<float> NpyArray::ToFloat32(bool scale_uint8) const {
-  const int64_t n = NumElements();
-  std::vector<float> out(static_cast<size_t>(n));
-  switch (dtype) {
-    case NpyDtype::kFloat32:
-      if (n > 0) std::memcpy(out.data(), bytes.data(), n * sizeof(float));  // no null pointers
-      break;
-    case NpyDtype::kFloat64:
-      for (int64_t i = 0; i < n; ++i) {
-        double v;
-        std::memcpy(&v, bytes.data() + i * 8, 8);
-        out[i] = static_cast<float>(v);
-      }
-      break;
-    case NpyDtype::kUint8:
-      for (int64_t i = 0; i < n; ++i) out[i] = scale_uint8 ? bytes[i] / 255.0f : bytes[i];
-      break;
-  }
-  return out;
-}
+namespace {
 
-StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t size) {
+// The header of a .npy file of `size` bytes at `data`: dtype, shape and where the data
+// starts; checks that the data is exactly as long as the shape needs.
+struct NpyHeader {
+  NpyDtype dtype = NpyDtype::kFloat32;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
+
+StatusOr<NpyHeader> ParseNpyHeader(const std::string& name, const uint8_t* data, size_t size) {
   auto bad = [&](const std::string& what) { return Status::Corrupt(name + ": " + what); };
   if (size < kMagicSize + 4 || std::memcmp(data, kMagic, kMagicSize) != 0)
     return bad("not a .npy file (bad magic)");
@@ -91,9 +86,9 @@ StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t
   }
   if (header_len > size - offset) return bad("truncated header");
   const std::string header(reinterpret_cast<const char*>(data + offset), header_len);
-  const size_t data_offset = offset + header_len;
 
-  NpyArray array;
+  NpyHeader array;
+  array.data_offset = offset + header_len;
   std::string descr, fortran, shape_text;
   if (!FindHeaderValue(header, "descr", &descr)) return bad("header: no 'descr'");
   if (descr == "'<f4'") array.dtype = NpyDtype::kFloat32;
@@ -123,11 +118,48 @@ StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t
     count *= d;
   }
   const size_t expected = static_cast<size_t>(count) * DtypeSize(array.dtype);
-  if (size - data_offset != expected) {
-    return bad("data is " + std::to_string(size - data_offset) + " bytes, shape " + shape_text +
-               " needs " + std::to_string(expected));
+  if (size - array.data_offset != expected) {
+    return bad("data is " + std::to_string(size - array.data_offset) + " bytes, shape " +
+               shape_text + " needs " + std::to_string(expected));
   }
-  array.bytes.assign(data + data_offset, data + size);
+  return array;
+}
+
+// Values [0, n) of raw little-endian `bytes` of `dtype` as float32 into out.
+void ConvertToFloat32(NpyDtype dtype, const uint8_t* bytes, int64_t n, bool scale_uint8,
+                      float* out) {
+  switch (dtype) {
+    case NpyDtype::kFloat32:
+      if (n > 0) std::memcpy(out, bytes, n * sizeof(float));  // no null pointers
+      break;
+    case NpyDtype::kFloat64:
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, bytes + i * 8, 8);
+        out[i] = static_cast<float>(v);
+      }
+      break;
+    case NpyDtype::kUint8:
+      for (int64_t i = 0; i < n; ++i) out[i] = scale_uint8 ? bytes[i] / 255.0f : bytes[i];
+      break;
+  }
+}
+
+}  // namespace
+
+std::vector<float> NpyArray::ToFloat32(bool scale_uint8) const {
+  std::vector<float> out(static_cast<size_t>(NumElements()));
+  ConvertToFloat32(dtype, bytes.data(), NumElements(), scale_uint8, out.data());
+  return out;
+}
+
+StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t size) {
+  StatusOr<NpyHeader> header = ParseNpyHeader(name, data, size);
+  if (!header.ok()) return header.status();
+  NpyArray array;
+  array.dtype = header->dtype;
+  array.shape = std::move(header->shape);
+  array.bytes.assign(data + header->data_offset, data + size);
   return array;
 }
 
@@ -136,6 +168,87 @@ StatusOr<NpyArray> ReadNpy(const std::string& path) {
   if (!in) return Status::NotFound(path + ": cannot open");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return ParseNpy(path, bytes.data(), bytes.size());
+}
+
+NpyFile::NpyFile(NpyFile&& other) noexcept { *this = std::move(other); }
+
+NpyFile& NpyFile::operator=(NpyFile&& other) noexcept {
+  if (this == &other) return *this;
+  Unmap();
+  dtype_ = other.dtype_;
+  shape_ = std::move(other.shape_);
+  data_ = other.data_;
+  map_ = other.map_;
+  map_size_ = other.map_size_;
+  bytes_ = std::move(other.bytes_);  // keeps its buffer: data_ stays valid
+  other.data_ = nullptr;
+  other.map_ = nullptr;
+  other.map_size_ = 0;
+  return *this;
+}
+
+NpyFile::~NpyFile() { Unmap(); }
+
+void NpyFile::Unmap() {
+  if (map_ != nullptr) munmap(map_, map_size_);
+  map_ = nullptr;
+  map_size_ = 0;
+}
+
+int64_t NpyFile::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+const float* NpyFile::Float32InPlace() const {
+  if (dtype_ != NpyDtype::kFloat32 ||
+      reinterpret_cast<uintptr_t>(data_) % alignof(float) != 0) {
+    return nullptr;
+  }
+  return reinterpret_cast<const float*>(data_);
+}
+
+void NpyFile::CopyToFloat32(float* out, bool scale_uint8) const {
+  ConvertToFloat32(dtype_, data_, NumElements(), scale_uint8, out);
+}
+
+StatusOr<NpyFile> OpenNpy(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound(path + ": cannot open");
+  NpyFile file;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    // MAP_POPULATE: the page tables are filled in one go rather than a fault per page.
+    void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map != MAP_FAILED) {
+      file.map_ = map;
+      file.map_size_ = static_cast<size_t>(st.st_size);
+    }
+  }
+  if (file.map_ == nullptr) {
+    // Not mappable (a pipe, an empty file, a failed mmap): read it all, once.
+    uint8_t chunk[1 << 16];
+    for (ssize_t got; (got = ::read(fd, chunk, sizeof chunk)) != 0;) {
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        ::close(fd);
+        return Status::IoError(path + ": read failed: " + std::strerror(errno));
+      }
+      file.bytes_.insert(file.bytes_.end(), chunk, chunk + got);
+    }
+  }
+  ::close(fd);
+  const uint8_t* bytes = file.map_ != nullptr ? static_cast<const uint8_t*>(file.map_)
+                                              : file.bytes_.data();
+  const size_t size = file.map_ != nullptr ? file.map_size_ : file.bytes_.size();
+  StatusOr<NpyHeader> header = ParseNpyHeader(path, bytes, size);
+  if (!header.ok()) return header.status();
+  file.dtype_ = header->dtype;
+  file.shape_ = std::move(header->shape);
+  file.data_ = bytes + header->data_offset;
+  return file;
 }
 
 Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,

@@ -26,6 +26,44 @@ struct NpyArray {
 // Parses .npy bytes; `name` is used in error messages ("<name>: header: ...").
 StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t size);
 StatusOr<NpyArray> ReadNpy(const std::string& path);
+
+// A .npy file read once: mapped read-only where it can be (else read into memory), the
+// header parsed and checked as ParseNpy does, the data left where it is, not copied.
+// Move-only; data() stays valid while the NpyFile lives.
+class NpyFile {
+ public:
+  NpyFile(NpyFile&& other) noexcept;
+  NpyFile& operator=(NpyFile&& other) noexcept;
+  NpyFile(const NpyFile&) = delete;
+  NpyFile& operator=(const NpyFile&) = delete;
+  ~NpyFile();
+
+  NpyDtype dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t NumElements() const;
+  const uint8_t* data() const { return data_; }  // raw little-endian C-order values
+  // The values themselves when they are float32 at a float-aligned address (NumPy pads
+  // its headers to 64 bytes), else null: a caller then copies with CopyToFloat32.
+  const float* Float32InPlace() const;
+  // The values as float32 into out[0, NumElements()), as NpyArray::ToFloat32 converts.
+  void CopyToFloat32(float* out, bool scale_uint8 = true) const;
+
+ private:
+  friend StatusOr<NpyFile> OpenNpy(const std::string& path);
+  NpyFile() = default;
+  void Unmap();
+
+  NpyDtype dtype_ = NpyDtype::kFloat32;
+  std::vector<int64_t> shape_;
+  const uint8_t* data_ = nullptr;
+  void* map_ = nullptr;        // the mapping, when mapped
+  size_t map_size_ = 0;
+  std::vector<uint8_t> bytes_;  // the file, when it could not be mapped
+};
+
+// Opens a .npy file: NotFound "<path>: cannot open", or ParseNpy's errors.
+StatusOr<NpyFile> OpenNpy(const std::string& path);
+
 // Writes a float32 array (version 1.0 header). Returns IoError naming the path on failure.
 Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,
                        const float* values);

@@ -98,5 +98,87 @@ TEST(NpyTest, FuzzRegressionLongHeaderIsAnErrorNotAStackOverflow) {
   EXPECT_EQ(r->shape, (std::vector<int64_t>{1}));
 }
 
+// Writes raw bytes to a temporary file; returns its path.
+std::string WriteBytes(const std::string& name, const std::string& bytes) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// A version 1.0 .npy file's bytes with the header dict padded by `pad` spaces.
+std::string NpyBytes(const std::string& descr, const std::string& shape, size_t pad,
+                     const std::string& data) {
+  const std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape +
+                           ", }" + std::string(pad, ' ') + "\n";
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes.push_back(static_cast<char>(dict.size() & 0xff));
+  bytes.push_back(static_cast<char>(dict.size() >> 8));
+  return bytes + dict + data;
+}
+
+TEST(NpyTest, OpenNpyUsesAlignedFloat32InPlace) {
+  const std::vector<float> values = {0.f, 0.25f, 0.5f, 1.f, -3.5f, 7.f};
+  const std::string path = TempPath("open_f32.npy");
+  ASSERT_TRUE(WriteNpyFloat32(path, {2, 3}, values.data()).ok());
+  StatusOr<NpyFile> file = OpenNpy(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->dtype(), NpyDtype::kFloat32);
+  EXPECT_EQ(file->shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(file->NumElements(), 6);
+  const float* in_place = file->Float32InPlace();
+  ASSERT_NE(in_place, nullptr);
+  EXPECT_EQ(static_cast<const void*>(in_place), static_cast<const void*>(file->data()));
+  EXPECT_EQ(std::vector<float>(in_place, in_place + 6), values);
+  // Moved, the data stays where it was.
+  NpyFile moved = std::move(file).value();
+  EXPECT_EQ(moved.Float32InPlace(), in_place);
+  EXPECT_EQ(moved.Float32InPlace()[5], 7.f);
+  std::remove(path.c_str());
+}
+
+TEST(NpyTest, OpenNpyConvertsUint8AndMisalignedFloat32OnCopy) {
+  const std::string u8 = WriteBytes("open_u8.npy", NpyBytes("|u1", "(3,)", 10, std::string("\x00\x33\xff", 3)));
+  StatusOr<NpyFile> a = OpenNpy(u8);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->Float32InPlace(), nullptr);
+  std::vector<float> out(3);
+  a->CopyToFloat32(out.data());
+  EXPECT_EQ(out, (std::vector<float>{0.f, 51 / 255.0f, 1.f}));
+  // A header whose length leaves the data at an odd offset: copied, not used in place.
+  const float v[2] = {1.5f, -2.f};
+  const std::string data(reinterpret_cast<const char*>(v), sizeof v);
+  for (size_t pad = 0; pad < 4; ++pad) {
+    const std::string bytes = NpyBytes("<f4", "(2,)", pad, data);
+    const std::string path = WriteBytes("open_pad.npy", bytes);
+    StatusOr<NpyFile> f = OpenNpy(path);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    std::vector<float> got(2);
+    f->CopyToFloat32(got.data());
+    EXPECT_EQ(got, (std::vector<float>{1.5f, -2.f})) << pad;
+    EXPECT_EQ(f->Float32InPlace() != nullptr, (bytes.size() - sizeof v) % 4 == 0) << pad;
+    std::remove(path.c_str());
+  }
+  std::remove(u8.c_str());
+}
+
+TEST(NpyTest, OpenNpyReportsWhatReadNpyReports) {
+  const std::string missing = TempPath("no_such.npy");
+  StatusOr<NpyFile> r = OpenNpy(missing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), missing + ": cannot open");
+  for (const std::string& bytes :
+       {std::string(), std::string("NUMPY"), NpyBytes("<f4", "(3,)", 0, std::string(8, '\0')),
+        NpyBytes("<i4", "(2,)", 0, std::string(8, '\0'))}) {
+    const std::string path = WriteBytes("open_bad.npy", bytes);
+    StatusOr<NpyFile> opened = OpenNpy(path);
+    StatusOr<NpyArray> read = ReadNpy(path);
+    ASSERT_FALSE(opened.ok());
+    ASSERT_FALSE(read.ok());
+    EXPECT_EQ(opened.status().message(), read.status().message());
+    EXPECT_EQ(opened.status().code(), read.status().code());
+    std::remove(path.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace framegate
