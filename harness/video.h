@@ -54,6 +54,9 @@ struct VideoMetrics {
   // reference gives 1; a candidate that moves while the reference is static gives
   // +infinity (the zero-denominator rule above).
   double temporal_rel_l2 = 0.0;
+  // Cosine similarity of the two videos as flat vectors (CosineSimilarity in
+  // harness/checks/frame_metrics.h), from the same pass over the frames.
+  double cosine = 0.0;
 };
 
 }  // namespace framegate

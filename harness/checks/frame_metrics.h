@@ -17,11 +17,15 @@
 //   - A relative error whose denominator is 0 is 0 when its numerator is 0 too, and
 //     +infinity otherwise.
 //   - SSIM is NaN for frames smaller than 11x11 (skimage raises instead).
+//   - A finite value so far from the frame's values (about 1e19) that its square
+//     overflows float32 makes the SSIM of each window that holds it 0 (in double it
+//     is a tiny positive number).
 //
 // All functions are pure and thread-safe; they do not keep the pointers they get.
-// Everything is computed in double: SSIM's variances are differences of nearly equal
-// filtered moments, and filtering in float is off by up to 1.5e-5 on flat frames (where
-// double agrees with scikit-image to 1e-7).
+// Sums, errors and PSNR are computed in double. SSIM's Gaussian filters run in float32
+// SIMD (AVX-512, AVX2 or SSE2, picked at load time) on values centred per frame and
+// channel, which keeps the float32 rounding of its variances (differences of nearly
+// equal filtered moments) small; the SSIM formula and the per-frame mean are in double.
 #pragma once
 
 #include <cstdint>
