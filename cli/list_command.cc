@@ -7,7 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.h"
+#include "cli/command.h"
+#include "cli/command_table.h"
 #include "cli/output_file.h"
 #include "matrix/cell_filter.h"
 #include "matrix/device_discovery.h"
@@ -117,8 +118,7 @@ int RunList(const ListOptions& o) {
 
 Command AddListCommand(CLI::App& parent) {
   auto options = std::make_shared<ListOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "list", "List a matrix's cells and which are UNSUPPORTED here, without running anything");
+  CLI::App* app = parent.add_subcommand("list", kListSummary);
   app->add_option("matrix", options->matrix,
                   "Matrix file, or a shipped matrix: local, smoke, nightly, qualification")
       ->capture_default_str();

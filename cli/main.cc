@@ -1,33 +1,13 @@
-// framegate: runs a video diffusion pipeline across devices x dtype policies and checks
-// every output against FP32 golden frames. `framegate --help` lists the subcommands.
-#include <algorithm>
-#include <cstdlib>
-#include <iostream>
+// framegate-pipeline: the executable that links LibTorch and serves every `framegate`
+// command. Users call build/bin/framegate (front_main.cc), which serves the commands that
+// need no LibTorch itself and execs this one, with the same argv, for the others; `run`
+// starts its cell processes from this executable (/proc/self/exe).
 #include <vector>
 
+#include "cli/command_table.h"
 #include "cli/commands.h"
 
 namespace framegate {
-
-int ReportError(const Status& status) {
-  std::cerr << "framegate: error: " << status.message() << "\n";
-  return kExitHarnessError;
-}
-
-void AddThreadsOption(CLI::App* app, int* threads) {
-  app->add_option("--threads", *threads,
-                  "LibTorch CPU threads (default 0: every core this process may use)")
-      ->check(CLI::NonNegativeNumber);
-}
-
-void AddGoldenDirOption(CLI::App* app, std::string* dir) {
-  const char* env = std::getenv("FRAMEGATE_GOLDEN_DIR");
-  *dir = env != nullptr && *env != '\0' ? env : FRAMEGATE_DEFAULT_GOLDEN_DIR;
-  app->add_option("--golden-dir", *dir, "Golden store folder (default: $FRAMEGATE_GOLDEN_DIR, "
-                  "else the repository's golden/)")
-      ->capture_default_str();
-}
-
 namespace {
 
 // The --device given to the command that was parsed (`golden make`: to its subcommand),
@@ -47,40 +27,22 @@ std::string GivenDevice(const CLI::App& app) {
 
 int main(int argc, char** argv) {
   using namespace framegate;
-  CLI::App app{"framegate: proves a video diffusion pipeline still produces the right frames "
-               "when the device or the precision changes."};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string(FRAMEGATE_VERSION_STRING));
-  std::vector<Command> commands = {AddAdviseCommand(app), AddAuditCommand(app),  AddCheckCommand(app),
-                                   AddGenerateCommand(app), AddGoldenCommand(app),
-                                   AddInfoCommand(app),   AddMetricsCommand(app)};
-  for (auto add : {AddCompareCommand, AddDbCommand, AddDevicesCommand, AddHistoryCommand,
-                   AddListCommand, AddMergeCommand, AddRegressionsCommand, AddReportCommand,
-                   AddRunCommand, AddRunCellCommand}) {
+  CLI::App app;
+  SetUpTopLevelApp(app);
+  std::vector<Command> commands;
+  for (auto add : {AddAdviseCommand, AddAuditCommand, AddCheckCommand, AddCompareCommand,
+                   AddDbCommand, AddDevicesCommand, AddGenerateCommand, AddGoldenCommand,
+                   AddHistoryCommand, AddInfoCommand, AddListCommand, AddMergeCommand,
+                   AddMetricsCommand, AddRegressionsCommand, AddReportCommand, AddRunCommand,
+                   AddRunCellCommand}) {
     commands.push_back(add(app));
   }
-  // CLI11 reports an unknown command as "A subcommand is required": name it instead.
-  if (argc > 1 && argv[1][0] != '-' &&
-      std::none_of(commands.begin(), commands.end(),
-                   [&](const Command& c) { return c.app->get_name() == argv[1]; })) {
-    std::cerr << "framegate: error: unknown command '" << argv[1]
-              << "' (see 'framegate --help')\n";
-    return kExitHarnessError;
+  // The one-line descriptions of the commands the front passes here are command_table's.
+  for (const PassThroughCommand& c : PassThroughCommands()) {
+    if (CLI::App* sub = FindCommand(app, c.name)) sub->description(c.summary);
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    // One line, like every other error: the hint goes on the same line.
-    std::cerr << "framegate: error: " << e.what()
-              << " (see 'framegate --help' or 'framegate COMMAND --help')\n";
-    return kExitHarnessError;
-  }
+  const int parsed = ParseCommandLine(app, argc, argv);
+  if (parsed >= 0) return parsed;
   // `run` starts a process per cell and sets the kernel path there; the others run the
   // pipeline here, so this process must start with the path's ATEN_CPU_CAPABILITY.
   if (!app.got_subcommand("run") && !app.got_subcommand("run-cell")) {

@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "cli/commands.h"
+#include "cli/command.h"
 #include "cli/output_file.h"
-#include "golden/golden_file.h"
+#include "golden/golden_format.h"
 #include "reports/benchmark_json.h"
 #include "reports/html_report.h"
 #include "reports/json_report.h"
@@ -39,12 +39,12 @@ int ReportOutputs::TextFd() const {
 
 namespace {
 
-// Golden frames for the HTML report, read from the golden file a cell was judged with.
+// Golden frames for the HTML report, read from the golden file a cell was judged with
+// (without LibTorch: `report` runs in the front executable).
 StatusOr<Video> ReadGoldenVideo(const std::string& path) {
-  StatusOr<Golden> g = ReadGolden(path);
+  StatusOr<GoldenFrames> g = ReadGoldenFrames(path);
   if (!g.ok()) return g.status();
-  const at::Tensor f = g->frames.contiguous();
-  return VideoFromFloat32(path, f.sizes().vec(), f.data_ptr<float>());
+  return VideoFromFloat32(path, g->shape, g->values.data());
 }
 
 }  // namespace

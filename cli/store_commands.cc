@@ -7,7 +7,7 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/commands.h"
+#include "cli/command.h"
 #include "cli/output_file.h"
 #include "harness/store/cell_history.h"
 #include "harness/store/db_check.h"

@@ -15,11 +15,10 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
+#include "golden/golden_format.h"
 #include "harness/status.h"
 
 namespace framegate {
-
-constexpr int kGoldenFormatVersion = 1;
 
 struct GoldenProvenance {
   std::string config;       // GoldenKey::CanonicalString() of what produced it
@@ -45,7 +44,7 @@ struct Golden {
 
 // Writes atomically (temporary file + rename). IoError naming the path.
 Status WriteGolden(const std::string& path, const Golden& golden);
-// Reads and validates: Corrupt naming the path and the problem for a truncated file, a
+// Reads and validates (ParseGoldenLayout, golden_format.h): Corrupt naming the path and the problem for a truncated file, a
 // header that is not JSON, a missing tensor, a format other than framegate-golden,
 // shapes or offsets that do not fit the file; Unsupported for a newer format_version;
 // NotFound when the file does not exist.

@@ -1,6 +1,7 @@
 // Facts about this build and host that every result records: versions, the BLAS library
 // LibTorch actually loaded, the thread count, and the CPU's ISA features that matter for
-// low-precision kernels.
+// low-precision kernels. build_info.cc (framegate_harness) needs no LibTorch;
+// ConfigureThreads and CollectBuildInfo are build_info_torch.cc (framegate_harness_torch).
 #pragma once
 
 #include <string>
@@ -29,7 +30,13 @@ struct BuildInfo {
 int ConfigureThreads(int requested);
 
 CpuInfo DetectCpu();
-// Runs a small matmul first so that the BLAS library is loaded, then reports it.
+// The cores this process may run on (its affinity mask); at least 1.
+int UsableCores();
+// What is known without loading LibTorch: versions (LibTorch's from its headers), commit,
+// compiler. blas, threads and libtorch_has_cuda are left empty.
+BuildInfo StaticBuildInfo();
+// StaticBuildInfo, completed from LibTorch: runs a small matmul first so that the BLAS
+// library is loaded, then reports it.
 BuildInfo CollectBuildInfo();
 
 }  // namespace framegate

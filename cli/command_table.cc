@@ -1,0 +1,36 @@
+#include "cli/command_table.h"
+
+#include <filesystem>
+
+namespace framegate {
+
+const std::vector<PassThroughCommand>& PassThroughCommands() {
+  static const std::vector<PassThroughCommand> commands = {
+      {"advise", "Find the modules to keep in FP32 so that a failing cell passes, proven by "
+                 "running (exit 0 found, 1 none, 2 bad input)"},
+      {"audit", "List weights and module inputs whose dtype does not match the policy (exit 1 if any)"},
+      {"check", "Run and judge cells against their FP32 goldens (exit 0 pass, 1 fail, 2 error)"},
+      {"devices", "Show the devices cells can run on: the CPU and its ISA features, its ATen "
+                  "kernel paths (cpu:avx2, ...), each GPU"},
+      {"generate", "Run one pipeline config on one device and write its frames (PNG + frames.npy)"},
+      {"golden", "Make, check and list FP32 golden frames"},
+      {"info", "Show the build, LibTorch, BLAS, threads and devices"},
+#if FRAMEGATE_WITH_CUDA
+      {"list", kListSummary},
+#endif
+      {"metrics", "PSNR/SSIM per frame, video errors and CAND's health, for two videos (.npy or PNG folder)"},
+      {"run", "Run a matrix (default: local) into the SQLite store, each cell isolated from this "
+              "process (a crash or hang is that cell's CRASH or TIMEOUT)"},
+      {"run-cell", ""},
+  };
+  return commands;
+}
+
+std::string PipelineExecutablePath() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "framegate-pipeline";
+  return (self.parent_path().parent_path() / "libexec" / "framegate" / "framegate-pipeline").string();
+}
+
+}  // namespace framegate
