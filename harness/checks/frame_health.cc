@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace framegate {
 
 NonfiniteCount CountNonfinite(const at::Tensor& t) {
@@ -14,20 +16,9 @@ NonfiniteCount CountNonfinite(const at::Tensor& t) {
 
 namespace {
 
-int Severity(FrameDefect d) {  // higher is worse
-  switch (d) {
-    case FrameDefect::kNonfinite: return 5;
-    case FrameDefect::kBlack: return 4;
-    case FrameDefect::kWhite: return 3;
-    case FrameDefect::kUniform: return 2;
-    case FrameDefect::kFrozen: return 1;
-    case FrameDefect::kNone: return 0;
-  }
-  return 0;
-}
-
-double MeanAbsChange(const at::Tensor& a, const at::Tensor& b) {
-  return (a - b).abs().mean().item<double>();
+// A [T, H, W, C] float32 CPU contiguous tensor as a view (it must outlive the view).
+VideoView ViewOf(const at::Tensor& v) {
+  return {v.data_ptr<float>(), v.size(0), v.size(1), v.size(2), v.size(3)};
 }
 
 }  // namespace
@@ -35,40 +26,29 @@ double MeanAbsChange(const at::Tensor& a, const at::Tensor& b) {
 FrameHealth AssessFrameHealth(const at::Tensor& decoded, const at::Tensor& frames,
                               const at::Tensor& golden_frames,
                               std::vector<NonfiniteCount> step_latents,
-                              const FrameHealthThresholds& th) {
-  FrameHealth health;
-  health.step_latents = std::move(step_latents);
-  for (size_t i = 0; i < health.step_latents.size(); ++i) {
-    if (health.step_latents[i].any()) {
-      health.first_nonfinite_step = static_cast<int>(i);
-      break;
-    }
-  }
+                              const FrameHealthThresholds& thresholds) {
   const at::Tensor dec = decoded.detach().to(at::kCPU, at::kFloat);  // [1, 3, T, H, W]
-  health.decoded = CountNonfinite(dec);
-  const at::Tensor f = frames.detach().to(at::kCPU, at::kFloat);     // [T, H, W, 3]
+  const at::Tensor f = frames.detach().to(at::kCPU, at::kFloat).contiguous();  // [T, H, W, 3]
   const int64_t num_frames = f.size(0);
-  const bool use_golden = golden_frames.defined() && golden_frames.sizes() == f.sizes();
-  for (int64_t t = 0; t < num_frames; ++t) {
-    const at::Tensor frame = f[t];
-    FrameDefect defect = FrameDefect::kNone;
-    if (!at::isfinite(dec.select(2, t)).all().item<bool>() || !at::isfinite(frame).all().item<bool>()) {
-      defect = FrameDefect::kNonfinite;
-    } else if ((frame <= th.dark_value).to(at::kFloat).mean().item<double>() >= th.covered_fraction) {
-      defect = FrameDefect::kBlack;
-    } else if ((frame >= th.bright_value).to(at::kFloat).mean().item<double>() >= th.covered_fraction) {
-      defect = FrameDefect::kWhite;
-    } else if (frame.std().item<double>() < th.uniform_std) {
-      defect = FrameDefect::kUniform;
-    } else if (use_golden && t > 0 && MeanAbsChange(frame, f[t - 1]) <= th.frozen_change &&
-               MeanAbsChange(golden_frames[t], golden_frames[t - 1]) >= th.golden_moving_change) {
-      defect = FrameDefect::kFrozen;
+  // The decoder output's counts per frame (dimension 2), all zero in the common case.
+  std::vector<NonfiniteCount> decoded_frames(num_frames);
+  if (!at::isfinite(dec).all().item<bool>()) {
+    std::vector<int64_t> reduce;
+    for (int64_t d = 0; d < dec.dim(); ++d) {
+      if (d != 2) reduce.push_back(d);
     }
-    health.frames.push_back(defect);
-    if (Severity(defect) > Severity(health.defect)) health.defect = defect;
+    const at::Tensor nan = at::isnan(dec).sum(reduce).to(at::kLong).contiguous();
+    const at::Tensor inf = at::isinf(dec).sum(reduce).to(at::kLong).contiguous();
+    for (int64_t t = 0; t < std::min(num_frames, nan.numel()); ++t) {
+      decoded_frames[t] = {nan.data_ptr<int64_t>()[t], inf.data_ptr<int64_t>()[t]};
+    }
   }
-  for (FrameDefect d : health.frames) health.defect_frames += (d == health.defect && d != FrameDefect::kNone);
-  return health;
+  at::Tensor golden;
+  if (golden_frames.defined() && golden_frames.sizes() == f.sizes()) {
+    golden = golden_frames.detach().to(at::kCPU, at::kFloat).contiguous();
+  }
+  return AssessVideoHealth(ViewOf(f), decoded_frames, golden.defined() ? ViewOf(golden) : VideoView{},
+                           std::move(step_latents), thresholds);
 }
 
 }  // namespace framegate

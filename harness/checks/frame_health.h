@@ -1,27 +1,13 @@
-// FrameHealth: what is wrong with a candidate video on its own, before any comparison.
-// A NaN frame is never "black": non-finite values are looked for first, in the decoder's
-// output before any clamping.
-//
-// Thresholds (frames in [0, 1], all channels of a frame together):
-//   nonfinite  any NaN/Inf in the frame's decoder output
-//   black      at least 99% of the values <= 0.05
-//   white      at least 99% of the values >= 0.95
-//   uniform    standard deviation < 0.01 (a flat frame of any colour)
-//   frozen     frame t (t >= 1) differs from frame t-1 by a mean |change| <= 1e-3 while
-//              the golden's frames t-1 -> t change by >= 1e-2 (needs the golden)
+// FrameHealth on tensors: the pipeline's front for harness/checks/video_health.h, which
+// has the checks and their thresholds (one implementation; this converts and calls it).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include "harness/cell_result.h"
+#include "harness/checks/video_health.h"
 
 namespace framegate {
-
-struct FrameHealthThresholds {
-  double dark_value = 0.05, bright_value = 0.95, covered_fraction = 0.99;
-  double uniform_std = 0.01;
-  double frozen_change = 1e-3, golden_moving_change = 1e-2;
-};
 
 NonfiniteCount CountNonfinite(const at::Tensor& t);
 
