@@ -1,20 +1,26 @@
 // framegate metrics REF CAND: PSNR/SSIM per frame and the video metrics of two videos,
 // plus the health of CAND. A video is a .npy file (float32 [T, H, W, 3] in [0, 1], or
 // uint8) or a folder of PNG frames (sorted by name).
-#include <ATen/ATen.h>
+//
+// No LibTorch here (the small `framegate` front serves this command without it): the
+// videos are plain float32 buffers, each .npy read once (mapped; float32 used in place,
+// other dtypes converted once), scored on every core by default.
+#include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/cell_result_json.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
-#include "harness/checks/frame_health.h"
 #include "harness/checks/frame_metrics.h"
+#include "harness/checks/video_health.h"
 #include "harness/npy.h"
 #include "harness/png_frames.h"
 
@@ -25,47 +31,72 @@ struct MetricsOptions {
   std::string ref;
   std::string cand;
   std::string json_path;  // --json FILE, "-" for stdout
-  int threads = 1;
+  int threads = 0;        // 0: every core this process may use
 };
 
-StatusOr<at::Tensor> ReadPngFolder(const std::string& dir) {
+// Cores this process may run on (its affinity mask), at least 1.
+int AffinityCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// A video [T, H, W, C] float32 and what holds its values: the mapped .npy file itself,
+// or `values` (converted from uint8/float64, or decoded from PNG).
+struct Video {
+  VideoView view;
+  std::optional<NpyFile> npy;
+  std::vector<float> values;
+};
+
+StatusOr<Video> ReadPngFolder(const std::string& dir) {
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".png") files.push_back(entry.path().string());
   }
   if (files.empty()) return Status::InvalidInput(dir + ": no .png frames in the folder");
   std::sort(files.begin(), files.end());
-  std::vector<at::Tensor> frames;
-  for (const std::string& f : files) {
-    StatusOr<RgbImage> img = ReadPngRgb(f);
+  Video video;
+  for (size_t t = 0; t < files.size(); ++t) {
+    StatusOr<RgbImage> img = ReadPngRgb(files[t]);
     if (!img.ok()) return img.status();
-    if (!frames.empty() && (img->height != frames[0].size(0) || img->width != frames[0].size(1))) {
-      return Status::InvalidInput(f + ": " + std::to_string(img->width) + "x" +
+    if (t == 0) {
+      video.view = {nullptr, static_cast<int64_t>(files.size()), img->height, img->width, 3};
+      video.values.resize(video.view.NumElements());
+    } else if (img->height != video.view.height || img->width != video.view.width) {
+      return Status::InvalidInput(files[t] + ": " + std::to_string(img->width) + "x" +
                                   std::to_string(img->height) + " differs from the first frame");
     }
-    frames.push_back(at::from_blob(img->pixels.data(), {img->height, img->width, 3}, at::kByte)
-                         .to(at::kFloat)
-                         .div(255.0));
+    float* out = video.values.data() + t * img->height * img->width * 3;
+    for (size_t i = 0; i < img->pixels.size(); ++i) out[i] = img->pixels[i] / 255.0f;
   }
-  return at::stack(frames);
+  video.view.data = video.values.data();
+  return video;
 }
 
 // A video [T, H, W, 3] float32 from a .npy file or a PNG folder.
-StatusOr<at::Tensor> ReadVideo(const std::string& path) {
+StatusOr<Video> ReadVideo(const std::string& path) {
   if (std::filesystem::is_directory(path)) return ReadPngFolder(path);
-  StatusOr<NpyArray> npy = ReadNpy(path);
+  StatusOr<NpyFile> npy = OpenNpy(path);
   if (!npy.ok()) return npy.status();
-  if (npy->shape.size() != 4 || npy->shape[3] != 3) {
-    std::string shape;
-    for (int64_t d : npy->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-    return Status::InvalidInput(path + ": shape [" + shape + "], expected [T, H, W, 3]");
+  const std::vector<int64_t>& shape = npy->shape();
+  if (shape.size() != 4 || shape[3] != 3) {
+    std::string text;
+    for (int64_t d : shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+    return Status::InvalidInput(path + ": shape [" + text + "], expected [T, H, W, 3]");
   }
-  std::vector<float> values = npy->ToFloat32(/*scale_uint8=*/true);
-  return at::from_blob(values.data(), npy->shape, at::kFloat).clone();
-}
-
-VideoView ViewOf(const at::Tensor& v) {
-  return {v.data_ptr<float>(), v.size(0), v.size(1), v.size(2), v.size(3)};
+  Video video;
+  video.view = {nullptr, shape[0], shape[1], shape[2], shape[3]};
+  if (const float* in_place = npy->Float32InPlace()) {
+    video.view.data = in_place;
+  } else {
+    video.values.resize(npy->NumElements());
+    npy->CopyToFloat32(video.values.data(), /*scale_uint8=*/true);
+    video.view.data = video.values.data();
+  }
+  video.npy = std::move(npy).value();
+  return video;
 }
 
 std::string Db(double psnr) {
@@ -75,18 +106,22 @@ std::string Db(double psnr) {
 }
 
 int RunMetrics(const MetricsOptions& o) {
-  StatusOr<at::Tensor> ref = ReadVideo(o.ref);
-  if (!ref.ok()) return ReportError(ref.status());
-  StatusOr<at::Tensor> cand = ReadVideo(o.cand);
-  if (!cand.ok()) return ReportError(cand.status());
-  const Status same = CheckSameShape(ViewOf(*ref), ViewOf(*cand));
+  StatusOr<Video> ref_video = ReadVideo(o.ref);
+  if (!ref_video.ok()) return ReportError(ref_video.status());
+  StatusOr<Video> cand_video = ReadVideo(o.cand);
+  if (!cand_video.ok()) return ReportError(cand_video.status());
+  const VideoView& ref = ref_video->view;
+  const VideoView& cand = cand_video->view;
+  const Status same = CheckSameShape(ref, cand);
   if (!same.ok()) return ReportError(Status::InvalidInput(o.ref + " vs " + o.cand + ": " + same.message()));
+  const int threads = o.threads > 0 ? o.threads : AffinityCores();
   ComparisonMetrics m;
-  m.video = ComputeVideoMetrics(ViewOf(*ref), ViewOf(*cand), {o.threads});
-  m.latent_cosine = CosineSimilarity(ref->data_ptr<float>(), cand->data_ptr<float>(), ref->numel());
-  // No decoder output here: the frames themselves stand in for it ([0, 1] -> [-1, 1]).
-  const at::Tensor decoded = (*cand * 2 - 1).permute({3, 0, 1, 2}).unsqueeze(0);
-  const FrameHealth health = AssessFrameHealth(decoded, *cand, *ref, {});
+  m.video = ComputeVideoMetrics(ref, cand, {threads});
+  m.latent_cosine = m.video.cosine;  // CosineSimilarity of the frames, from the same pass
+  // No decoder output here: the frames themselves stand in for it, in its range
+  // (2 * frame - 1), so a huge finite value that overflows there counts as Inf.
+  const FrameHealth health = AssessVideoHealth(
+      cand, CountNonfiniteFrames(cand, 2.0f, -1.0f, threads), ref, {}, {}, threads);
   if (!o.json_path.empty()) {
     nlohmann::json j = MetricsToJson(m);
     j.erase("latent_cosine");
@@ -130,7 +165,9 @@ Command AddMetricsCommand(CLI::App& parent) {
       ->required()->check(CLI::ExistingPath);
   AddOutputFileOption(app, "--json", &o->json_path,
                       "Write the metrics as JSON (null for an infinite PSNR)");
-  app->add_option("--threads", o->threads, "Threads over frames")->check(CLI::Range(1, 4096));
+  app->add_option("--threads", o->threads,
+                  "Threads over frames (default 0: every core this process may use)")
+      ->check(CLI::Range(0, 4096));
   return {app, [o] { return RunMetrics(*o); }};
 }
 
