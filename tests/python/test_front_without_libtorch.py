@@ -107,7 +107,7 @@ def test_served_without_libtorch(tmp_path, stored_run, args):
     if args[0] == "report":
         html = stored_run / "html"
         assert (html / "index.html").exists()
-        goldens = list(html.glob("*/golden*.png"))
+        goldens = list(html.rglob("golden_*.png"))
         assert goldens, sorted(p.name for p in html.rglob("*"))[:20]
 
 
