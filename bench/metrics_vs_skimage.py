@@ -1,17 +1,28 @@
 #!/usr/bin/python3
-"""Times framegate's C++ frame metrics against scikit-image on the same frames.
+"""Times `framegate metrics` against a scikit-image script doing the same PSNR + SSIM.
 
-Makes N structured frame pairs (float32 [N, H, W, 3] in [0, 1]), saves them as .npy,
-then, for each repeat, times scikit-image's PSNR + SSIM over the N frames (the arguments
-framegate matches, see harness/checks/frame_metrics.h) and the C++ binary bench/metrics_bench
-on the same files (ComputeVideoMetrics: PSNR + SSIM per frame plus the video-level
-values; compute only, files loaded before timing). Prints a markdown table (frames/s:
-median and best over repeats) and the largest difference between the two
-implementations' values; exits 1 if they disagree by more than 1e-4 (SSIM) or 1e-3 dB
-(PSNR), 2 on a harness error.
+Makes N structured frame pairs (float32 [N, H, W, 3] in [0, 1]; default 128 of 256x256,
+two 100 MB .npy files), then, in each repeat, runs side by side (interleaved, so that load
+from other processes hits them alike):
+  - the scikit-image script (a fresh /usr/bin/python3 process: imports, np.load of both
+    files, PSNR + SSIM of every frame with the arguments framegate matches, see
+    harness/checks/frame_metrics.h), whole process, wall clock; it also reports its own
+    compute time (the metric loop alone);
+  - `FRAMEGATE metrics REF CAND --json FILE` for each FRAMEGATE given, whole process,
+    wall clock (reading both files, PSNR/SSIM/errors/cosine, the candidate's health, the
+    JSON);
+  - `BINARY --version` for each --version-of BINARY: what starting that process costs
+    before any metric (with LibTorch linked, mostly loading it);
+  - with --bench-binary, framegate_metrics_bench (ComputeVideoMetrics in process, files
+    loaded before timing) for each --threads count: the engine's own time.
+Prints a markdown table of the medians (and minimums) over the repeats, the ratio to the
+scikit-image script, the machine's 1-minute load average before and after, and the
+largest difference between framegate's and scikit-image's per-frame values; exits 1 if
+they disagree by more than 1e-4 (SSIM) or 1e-3 dB (PSNR), 2 on a harness error.
 
 Run with Debian's Python (numpy + scikit-image 0.19):
-  /usr/bin/python3 bench/metrics_vs_skimage.py --bench-binary BUILD/bench/METRICS_BENCH
+  /usr/bin/python3 bench/metrics_vs_skimage.py --framegate build/bin/framegate \\
+      --version-of build/bin/framegate --bench-binary build/bench/framegate_metrics_bench
 """
 
 import argparse
@@ -25,10 +36,28 @@ import time
 
 import numpy as np
 import skimage
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 SSIM_TOL = 1e-4
 PSNR_TOL_DB = 1e-3
+
+# The scikit-image side, run as its own process (its imports and file reads count, as
+# framegate's do). Prints {"psnr": [...], "ssim": [...], "compute_s": s}.
+SKIMAGE_SCRIPT = r'''
+import json, sys, time
+import numpy as np
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+ref, cand = np.load(sys.argv[1]), np.load(sys.argv[2])
+start = time.perf_counter()
+psnr, ssim = [], []
+for r, c in zip(ref, cand):
+    with np.errstate(divide="ignore"):  # identical frames: PSNR = inf
+        p = float(peak_signal_noise_ratio(r, c, data_range=1.0))
+    psnr.append(None if p == float("inf") else p)
+    ssim.append(float(structural_similarity(
+        r, c, data_range=1.0, channel_axis=-1, gaussian_weights=True, sigma=1.5,
+        use_sample_covariance=False)))
+print(json.dumps({"psnr": psnr, "ssim": ssim, "compute_s": time.perf_counter() - start}))
+'''
 
 
 def harness_error(message):
@@ -69,33 +98,30 @@ def make_frames(n, height, width, seed):
     return ref, cand
 
 
-def skimage_metrics(ref, cand):
-    """Per-frame (psnr, ssim) lists and the wall seconds they took."""
-    psnr, ssim = [], []
+def timed(cmd):
+    """Runs cmd; returns (wall seconds, stdout). A failure is a harness error."""
     start = time.perf_counter()
-    for r, c in zip(ref, cand):
-        with np.errstate(divide="ignore"):  # identical frames: PSNR = inf
-            psnr.append(float(peak_signal_noise_ratio(r, c, data_range=1.0)))
-        ssim.append(float(structural_similarity(
-            r, c, data_range=1.0, channel_axis=-1, gaussian_weights=True, sigma=1.5,
-            use_sample_covariance=False)))
-    return psnr, ssim, time.perf_counter() - start
-
-
-def cpp_metrics(binary, ref_path, cand_path, threads):
-    """Runs metrics_bench once; per-frame (psnr, ssim) and its compute seconds."""
-    cmd = [binary, "--ref", ref_path, "--cand", cand_path, "--repeats", "1",
-           "--threads", str(threads)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
     if proc.returncode != 0:
         harness_error(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
-    out = json.loads(proc.stdout)
-    psnr = [float("inf") if p is None else p for p in out["psnr"]]
-    return psnr, out["ssim"], out["seconds"][0]
+    return seconds, proc.stdout
+
+
+def frame_values(out):
+    """Per-frame (psnr, ssim) from a JSON object whose PSNR null means infinite."""
+    if "frames" in out:  # framegate metrics --json
+        psnr = [f["psnr"] for f in out["frames"]]
+        ssim = [f["ssim"] for f in out["frames"]]
+    else:
+        psnr, ssim = out["psnr"], out["ssim"]
+    return [float("inf") if p is None else p for p in psnr], ssim
 
 
 def max_diff(a, b):
     """Largest |a - b|; an infinity must match exactly (else the result is inf)."""
+    if len(a) != len(b):
+        return float("inf")
     worst = 0.0
     for x, y in zip(a, b):
         if np.isinf(x) or np.isinf(y):
@@ -107,64 +133,88 @@ def max_diff(a, b):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench-binary", required=True, help="path to metrics_bench")
-    parser.add_argument("--frames", type=int, default=16)
+    parser.add_argument("--framegate", nargs="+", required=True,
+                        help="framegate executables to time (`metrics`, whole process)")
+    parser.add_argument("--version-of", nargs="*", default=[],
+                        help="executables whose `--version` to time (process start cost)")
+    parser.add_argument("--bench-binary", help="framegate_metrics_bench (in-process engine)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 0],
+                        help="engine thread counts for --bench-binary (0: every core)")
+    parser.add_argument("--frames", type=int, default=128)
     parser.add_argument("--height", type=int, default=256)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
-                        help="C++ thread counts to time (one table row each)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", help="where the .npy files go (default: a temp dir)")
     args = parser.parse_args()
-    if not os.access(args.bench_binary, os.X_OK):
-        harness_error(f"{args.bench_binary} is not an executable")
+    for binary in args.framegate + args.version_of + [b for b in [args.bench_binary] if b]:
+        if not os.access(binary, os.X_OK):
+            harness_error(f"{binary} is not an executable")
 
     ref, cand = make_frames(args.frames, args.height, args.width, args.seed)
+    load_before = os.getloadavg()[0]
+    rows = {}  # label -> list of seconds
+    compute = []  # the scikit-image script's own compute seconds
+    psnr_diff = ssim_diff = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.workdir or tmp
         ref_path = os.path.join(workdir, "ref.npy")
         cand_path = os.path.join(workdir, "cand.npy")
         np.save(ref_path, ref)
         np.save(cand_path, cand)
-
-        # Interleave the implementations in every repeat, so that load from other
-        # processes on the machine hits them alike.
-        seconds = {"skimage": []}
-        seconds.update({t: [] for t in args.threads})
-        psnr_diff = ssim_diff = 0.0
+        del ref, cand
+        script = os.path.join(tmp, "skimage_metrics.py")
+        with open(script, "w") as f:
+            f.write(SKIMAGE_SCRIPT)
+        json_path = os.path.join(tmp, "metrics.json")
+        sk_label = "scikit-image script (python3 + numpy + skimage), whole process"
         for _ in range(args.repeats):
-            sk_psnr, sk_ssim, sk_s = skimage_metrics(ref, cand)
-            seconds["skimage"].append(sk_s)
-            for threads in args.threads:
-                psnr, ssim, s = cpp_metrics(args.bench_binary, ref_path, cand_path, threads)
-                seconds[threads].append(s)
+            seconds, out = timed([sys.executable, script, ref_path, cand_path])
+            rows.setdefault(sk_label, []).append(seconds)
+            sk = json.loads(out)
+            compute.append(sk["compute_s"])
+            sk_psnr, sk_ssim = frame_values(sk)
+            for binary in args.framegate:
+                seconds, _ = timed([binary, "metrics", ref_path, cand_path, "--json", json_path])
+                rows.setdefault(f"`{binary} metrics`, whole process", []).append(seconds)
+                with open(json_path) as f:
+                    psnr, ssim = frame_values(json.load(f))
                 psnr_diff = max(psnr_diff, max_diff(sk_psnr, psnr))
                 ssim_diff = max(ssim_diff, max_diff(sk_ssim, ssim))
+            for binary in args.version_of:
+                seconds, _ = timed([binary, "--version"])
+                rows.setdefault(f"`{binary} --version` (process start, no metrics)", []).append(seconds)
+            for threads in args.threads if args.bench_binary else []:
+                _, out = timed([args.bench_binary, "--ref", ref_path, "--cand", cand_path,
+                                "--repeats", "1", "--threads", str(threads)])
+                engine = json.loads(out)
+                label = (f"framegate engine in process (ComputeVideoMetrics), "
+                         f"{engine['threads']} thread(s)")
+                rows.setdefault(label, []).append(engine["seconds"][0])
+                psnr, ssim = frame_values(engine)
+                psnr_diff = max(psnr_diff, max_diff(sk_psnr, psnr))
+                ssim_diff = max(ssim_diff, max_diff(sk_ssim, ssim))
+    rows["scikit-image compute alone (its metric loop, in that process)"] = compute
+    load_after = os.getloadavg()[0]
 
-    # Median: the requested figure. Best: the least disturbed repeat, which says more on
-    # a machine that other jobs share.
-    fps = {k: args.frames / statistics.median(v) for k, v in seconds.items()}
-    best = {k: args.frames / min(v) for k, v in seconds.items()}
-    print(f"{args.frames} frame pairs of {args.height}x{args.width}x3 float32, "
+    sk_median = statistics.median(rows[sk_label])
+    print(f"{args.frames} frame pairs of {args.height}x{args.width}x3 float32 "
+          f"({args.frames * args.height * args.width * 12 / 1e6:.0f} MB a file), "
           f"{args.repeats} repeats, scikit-image {skimage.__version__}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
-    print("| implementation | frames/s (median) | speed-up (median) | frames/s (best) "
-          "| speed-up (best) |")
-    print("|---|---:|---:|---:|---:|")
-    print(f"| scikit-image PSNR+SSIM | {fps['skimage']:.1f} | 1.0x | {best['skimage']:.1f} "
-          "| 1.0x |")
-    for threads in args.threads:
-        print(f"| framegate C++ ComputeVideoMetrics, {threads} thread(s) | "
-              f"{fps[threads]:.1f} | {fps[threads] / fps['skimage']:.1f}x | "
-              f"{best[threads]:.1f} | {best[threads] / best['skimage']:.1f}x |")
+          f"{os.cpu_count()} CPUs, 1-minute load average {load_before:.2f} before, "
+          f"{load_after:.2f} after\n")
+    print("| what | median s | min s | scikit-image script / this (medians) |")
+    print("|---|---:|---:|---:|")
+    for label, seconds in rows.items():
+        median = statistics.median(seconds)
+        print(f"| {label} | {median:.3f} | {min(seconds):.3f} | {sk_median / median:.1f}x |")
     print(f"\nmax |PSNR diff| = {psnr_diff:.3g} dB (tolerance {PSNR_TOL_DB}), "
           f"max |SSIM diff| = {ssim_diff:.3g} (tolerance {SSIM_TOL})")
     if psnr_diff > PSNR_TOL_DB or ssim_diff > SSIM_TOL:
-        print("NOT OK: the C++ metrics disagree with scikit-image. HINT: rerun with "
+        print("NOT OK: framegate disagrees with scikit-image. HINT: rerun with "
               f"--frames 1 --repeats 1 and compare; command: {' '.join(sys.argv)}")
         return 1
-    print("OK: the C++ metrics agree with scikit-image")
+    print("OK: framegate agrees with scikit-image")
     return 0
 
 
