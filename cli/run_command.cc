@@ -1,10 +1,10 @@
-// framegate run: the matrix runner. Expands a matrix (or ad-hoc axes), runs every cell in
-// its own process, records each finished cell in the SQLite store, prints the summary and
-// a per-device verdict, and writes the reports asked for (report_command.h). Also
-// `run-cell` (hidden: one cell in this process, for the runner).
+// framegate run: the matrix runner. Expands a matrix (or ad-hoc axes), runs every cell
+// outside this process (a persistent worker per device, or a process per cell:
+// runners/matrix_runner.h), records each finished cell in the SQLite store, prints the
+// summary and a per-device verdict, and writes the reports asked for (report_command.h).
+// Also `run-cell` (hidden: the runner's cell process or, with --worker, its worker).
 // Exit: 0 every cell passed (XFAIL and UNSUPPORTED count as passing), 1 a cell failed,
 // 2 harness or usage error, 130 interrupted (resume with --resume RUN_ID).
-#include <ATen/Context.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,6 +33,7 @@
 #include "matrix/unsupported.h"
 #include "reports/terminal_report.h"
 #include "runners/cell_runner.h"
+#include "runners/cell_worker.h"
 #include "runners/matrix_runner.h"
 
 namespace framegate {
@@ -55,6 +56,9 @@ struct RunOptions {
   double timeout = 0;
   int repeats = 0, warmup = -1, threads = 0;
   bool fallback = false, deterministic = false, fp64_ref = false, probes = false;
+  std::string isolation = "worker";
+  int worker_cells = 100;
+  int64_t worker_rss_mib = 8192;
   ReportOutputs reports;
 };
 
@@ -181,19 +185,23 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   }
   CellProcessOptions p;
   p.framegate_binary = SelfPath();
-  p.cell.golden_dir = o.golden_dir;
-  p.cell.artifacts_dir = o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
+  CellRunOptions& cell = p.settings.run;
+  cell.golden_dir = o.golden_dir;
+  cell.artifacts_dir = o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
+  cell.repeats = o.repeats > 0 ? o.repeats : spec->repeats;
+  cell.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
+  cell.fp64_ref = o.fp64_ref;
+  cell.probes = o.probes;
+  p.settings.threads = o.threads;
+  p.settings.deterministic = o.deterministic;
   p.timeout_seconds = o.timeout > 0 ? o.timeout : (spec->timeout_seconds > 0 ? spec->timeout_seconds : 600);
-  p.threads = o.threads;
-  p.cell.repeats = o.repeats > 0 ? o.repeats : spec->repeats;
-  p.cell.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
-  p.deterministic = o.deterministic;
   p.fallback = o.fallback;
-  p.cell.fp64_ref = o.fp64_ref;
-  p.cell.probes = o.probes;
+  p.isolation = *ParseCellIsolation(o.isolation);
+  p.worker_max_cells = o.worker_cells;
+  p.worker_max_rss_bytes = o.worker_rss_mib << 20;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
-  StatusOr<MatrixRunSummary> summary = RunCellsInProcesses(
+  StatusOr<MatrixRunSummary> summary = RunCells(
       to_run, p, [&](const Cell& c) { progress.CellStarted(c); }, record, &g_stop);
   progress.Finish();
   if (!summary.ok()) {
@@ -221,36 +229,17 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   return kExitOk;
 }
 
-// run-cell: one cell in this process, its result as JSON in --result (written atomically).
+// run-cell: one cell in this process, its result as JSON in --result (written
+// atomically); with --worker, cell after cell as the runner asks (runners/cell_worker.h).
 struct RunCellOptions {
-  std::string cell_path, result_path;
-  CellRunOptions run;
-  int threads = 0;
-  bool deterministic = false;
+  std::string cell_path, result_path, artifacts_dir;
+  bool worker = false;
+  CellProcessSettings settings;
 };
 
-int RunOneCell(const RunCellOptions& o) {
-  std::ifstream in(o.cell_path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  StatusOr<Cell> cell = CellFromJson(j);
-  if (!cell.ok()) return ReportError(cell.status().WithContext(o.cell_path));
-  TEST_InjectCellFault(*cell);
-  ConfigureThreads(o.threads);
-  if (o.deterministic) {
-    at::globalContext().setDeterministicAlgorithms(true, false);
-    at::globalContext().setAllowTF32CuBLAS(false);
-    at::globalContext().setAllowTF32CuDNN(false);
-  }
-  StatusOr<CellResult> result = RunCell(*cell, o.run);
-  if (!result.ok()) return ReportError(result.status());
-  const std::string tmp = o.result_path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << CellResultToJson(*result).dump() << "\n";
-    if (!out) return ReportError(Status::IoError(tmp + ": cannot write"));
-  }
-  std::filesystem::rename(tmp, o.result_path);
-  return kExitOk;
+int RunCellCommand(const RunCellOptions& o) {
+  if (o.worker) return ServeCells(o.settings);
+  return RunCellFile(o.cell_path, o.result_path, o.artifacts_dir, o.settings, nullptr);
 }
 
 }  // namespace
@@ -258,7 +247,8 @@ int RunOneCell(const RunCellOptions& o) {
 Command AddRunCommand(CLI::App& parent) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* app = parent.add_subcommand(
-      "run", "Run a matrix (default: local), each cell in its own process, into the SQLite store");
+      "run", "Run a matrix (default: local) into the SQLite store, each cell isolated from this "
+      "process (a crash or hang is that cell's CRASH or TIMEOUT)");
   app->add_option("MATRIX", o->matrix,
                   "Matrix file or shipped name: local, smoke, nightly, qualification");
   AddPipelineOptions(app, &o->pipeline);
@@ -279,6 +269,18 @@ Command AddRunCommand(CLI::App& parent) {
   app->add_flag("--fp64-ref", o->fp64_ref,
                 "Also run each cell's config in FP64 on the CPU: fp64_error_ratio");
   app->add_flag("--probes", o->probes, "Record each module's range and headroom to overflow");
+  app->add_option("--isolation", o->isolation,
+                  "worker: a persistent process per device runs cell after cell, replaced after "
+                  "a crash or hang; process: a new process per cell")
+      ->check(CLI::IsMember({"worker", "process"}))
+      ->capture_default_str();
+  app->add_option("--worker-cells", o->worker_cells, "Replace a worker after this many cells (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app->add_option("--worker-rss-mib", o->worker_rss_mib,
+                  "Replace a worker once its resident memory passes this many MiB (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   AddThreadsOption(app, &o->threads);
   o->reports.AddTo(app);
   app->callback([app, o] {
@@ -307,17 +309,23 @@ Command AddRunCellCommand(CLI::App& parent) {
   auto o = std::make_shared<RunCellOptions>();
   CLI::App* app = parent.add_subcommand("run-cell", "");  // hidden: the runner's cell process
   app->group("");
-  app->add_option("--cell", o->cell_path)->required();
-  app->add_option("--result", o->result_path)->required();
-  app->add_option("--golden-dir", o->run.golden_dir)->required();
-  app->add_option("--artifacts", o->run.artifacts_dir);
-  app->add_option("--threads", o->threads);
-  app->add_option("--repeats", o->run.repeats);
-  app->add_option("--warmup", o->run.warmup);
-  app->add_flag("--deterministic", o->deterministic);
-  app->add_flag("--fp64-ref", o->run.fp64_ref);
-  app->add_flag("--probes", o->run.probes);
-  return {app, [o] { return RunOneCell(*o); }};
+  CLI::Option* worker = app->add_flag("--worker", o->worker);
+  app->add_option("--cell", o->cell_path)->excludes(worker);
+  app->add_option("--result", o->result_path)->excludes(worker);
+  app->add_option("--artifacts", o->artifacts_dir)->excludes(worker);
+  app->add_option("--golden-dir", o->settings.run.golden_dir)->required();
+  app->add_option("--threads", o->settings.threads);
+  app->add_option("--repeats", o->settings.run.repeats);
+  app->add_option("--warmup", o->settings.run.warmup);
+  app->add_flag("--deterministic", o->settings.deterministic);
+  app->add_flag("--fp64-ref", o->settings.run.fp64_ref);
+  app->add_flag("--probes", o->settings.run.probes);
+  app->callback([app, o] {
+    if (!o->worker && (o->cell_path.empty() || o->result_path.empty())) {
+      throw CLI::ValidationError("run-cell", "needs --cell and --result, or --worker");
+    }
+  });
+  return {app, [o] { return RunCellCommand(*o); }};
 }
 
 }  // namespace framegate

@@ -113,8 +113,84 @@ std::string JoinNotes(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::optional<ModelCache::Entry> ModelCache::Take(const std::string& key) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->key != key) continue;
+    Entry entry = std::move(*it);
+    entries_.erase(it);
+    return entry;
+  }
+  return std::nullopt;
+}
+
+void ModelCache::Keep(Entry entry) {
+  if (capacity_ == 0) return;
+  entries_.push_front(std::move(entry));
+  while (entries_.size() > capacity_) entries_.pop_back();
+}
+
+namespace {
+
+// What makes two runs' models the same: everything that builds the model, nothing that
+// only drives the sampler.
+std::string ModelKey(const PipelineSpec& spec) {
+  return (spec.model_dir.empty() ? "size:" + spec.size : "model:" + spec.model_dir) +
+         "\ndevice:" + spec.device + "\nweight_seed:" + std::to_string(spec.weight_seed) +
+         "\nfault:" + std::to_string(static_cast<int>(spec.fault)) + "\npolicy:\n" +
+         spec.policy.ToToml();
+}
+
+// Builds the model of `spec` into `built`; a model this device cannot run sets
+// `outcome` to kUnsupported and leaves `built.model` empty.
+Status BuildModel(const PipelineSpec& spec, c10::Device device, ModelCache::Entry& built,
+                  PipelineOutcome& outcome) {
+  if (!spec.model_dir.empty()) {
+    if (spec.fault != FaultCase::kNone)
+      return Status::InvalidInput("fault cases apply to the reference pipeline, not to --model");
+    StatusOr<ModelManifest> manifest = ReadModelManifest(spec.model_dir);
+    if (!manifest.ok()) return manifest.status();
+    built.pipeline = outcome.pipeline = "model:" + manifest->name;
+    built.sampler = manifest->sampler;
+    try {
+      StatusOr<std::unique_ptr<VideoModel>> loaded =
+          LoadModelPackage(spec.model_dir, spec.policy, device);
+      if (!loaded.ok()) {
+        // A package that cannot run this policy here (no fp16 kernels) is not broken.
+        const ClassifiedError e = ClassifyError(loaded.status().message());
+        if (e.cls != ErrorClass::kUnsupportedOp) return loaded.status();
+        outcome.kind = PipelineOutcome::Kind::kUnsupported;
+        outcome.error = e;
+        outcome.unsupported = e.Reason();
+        return Status::Ok();
+      }
+      built.model = std::move(*loaded);
+    } catch (const std::exception& e) {
+      return Status::InvalidInput(spec.model_dir + ": " + ClassifyError(e.what()).message);
+    }
+    return Status::Ok();
+  }
+  StatusOr<ReferenceSize> size = FindReferenceSize(spec.size);
+  if (!size.ok()) return size.status();
+  built.pipeline = outcome.pipeline = "reference:" + size->name;
+  built.sampler = size->sampler;
+  StatusOr<std::unique_ptr<ReferenceModel>> created =
+      ReferenceModel::Create(*size, spec.policy, device, spec.weight_seed, spec.fault);
+  if (!created.ok()) {
+    if (created.status().code() != Status::Code::kUnsupported) return created.status();
+    outcome.kind = PipelineOutcome::Kind::kUnsupported;
+    outcome.unsupported = created.status().message();
+    return Status::Ok();
+  }
+  built.weight_bytes = (*created)->weights().StoredBytes();
+  built.parameters = (*created)->weights().NumParameters();
+  built.model = std::move(*created);
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObserver& on_module,
-                                      const StepObserver& on_step) {
+                                      const StepObserver& on_step, ModelCache* models) {
   StatusOr<c10::Device> device = ParseDevice(spec.device);
   if (!device.ok()) return device.status();
   PipelineOutcome outcome;
@@ -126,67 +202,45 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
     return outcome;
   }
   const auto load_start = std::chrono::steady_clock::now();
-  std::unique_ptr<VideoModel> model;
-  if (!spec.model_dir.empty()) {
-    if (spec.fault != FaultCase::kNone)
-      return Status::InvalidInput("fault cases apply to the reference pipeline, not to --model");
-    StatusOr<ModelManifest> manifest = ReadModelManifest(spec.model_dir);
-    if (!manifest.ok()) return manifest.status();
-    outcome.pipeline = "model:" + manifest->name;
-    outcome.sampler = manifest->sampler;
-    try {
-      StatusOr<std::unique_ptr<VideoModel>> loaded =
-          LoadModelPackage(spec.model_dir, spec.policy, *device);
-      if (!loaded.ok()) {
-        // A package that cannot run this policy here (no fp16 kernels) is not broken.
-        const ClassifiedError e = ClassifyError(loaded.status().message());
-        if (e.cls != ErrorClass::kUnsupportedOp) return loaded.status();
-        outcome.kind = PipelineOutcome::Kind::kUnsupported;
-        outcome.error = e;
-        outcome.unsupported = e.Reason();
-        return outcome;
-      }
-      model = std::move(*loaded);
-    } catch (const std::exception& e) {
-      return Status::InvalidInput(spec.model_dir + ": " + ClassifyError(e.what()).message);
-    }
+  const std::string key = models != nullptr ? ModelKey(spec) : "";
+  std::optional<ModelCache::Entry> kept = models != nullptr ? models->Take(key) : std::nullopt;
+  ModelCache::Entry built;
+  if (kept) {
+    built = std::move(*kept);
   } else {
-    StatusOr<ReferenceSize> size = FindReferenceSize(spec.size);
-    if (!size.ok()) return size.status();
-    outcome.pipeline = "reference:" + size->name;
-    outcome.sampler = size->sampler;
-    StatusOr<std::unique_ptr<ReferenceModel>> created =
-        ReferenceModel::Create(*size, spec.policy, *device, spec.weight_seed, spec.fault);
-    if (!created.ok()) {
-      if (created.status().code() != Status::Code::kUnsupported) return created.status();
-      outcome.kind = PipelineOutcome::Kind::kUnsupported;
-      outcome.unsupported = created.status().message();
-      return outcome;
-    }
-    outcome.weight_bytes = (*created)->weights().StoredBytes();
-    outcome.parameters = (*created)->weights().NumParameters();
-    model = std::move(*created);
+    built.key = key;
+    FG_RETURN_IF_ERROR(BuildModel(spec, *device, built, outcome));
+    if (outcome.kind == PipelineOutcome::Kind::kUnsupported) return outcome;
+    if (models != nullptr) models->CountBuild();
   }
-  if (spec.sampler) outcome.sampler = *spec.sampler;
+  VideoModel& model = *built.model;
+  outcome.pipeline = built.pipeline;
+  outcome.sampler = spec.sampler ? *spec.sampler : built.sampler;
+  outcome.weight_bytes = built.weight_bytes;
+  outcome.parameters = built.parameters;
   outcome.load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
-  if (on_module) model->SetObserver(on_module);
-  outcome.observed = JoinNotes(model->ObservedSummary(), numerics.recorded);
+  model.SetObserver(on_module);
+  outcome.observed = JoinNotes(model.ObservedSummary(), numerics.recorded);
 
+  bool threw = true;
   try {
-    outcome.result = Generate(*model, outcome.sampler, spec.seed, on_step);
+    outcome.result = Generate(model, outcome.sampler, spec.seed, on_step);
+    threw = false;
   } catch (const std::bad_alloc&) {
     outcome.kind = PipelineOutcome::Kind::kError;
-    outcome.error = ClassifyError("bad_alloc: out of memory", model->CurrentModule(),
-                                  model->CurrentOp());
+    outcome.error = ClassifyError("bad_alloc: out of memory", model.CurrentModule(),
+                                  model.CurrentOp());
   } catch (const std::exception& e) {  // c10::Error, TorchScript interpreter errors
-    outcome.error = ClassifyError(e.what(), model->CurrentModule(), model->CurrentOp());
+    outcome.error = ClassifyError(e.what(), model.CurrentModule(), model.CurrentOp());
     outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp
                        ? PipelineOutcome::Kind::kUnsupported
                        : PipelineOutcome::Kind::kError;
     if (outcome.kind == PipelineOutcome::Kind::kUnsupported)
       outcome.unsupported = outcome.error.Reason();
   }
+  model.SetObserver(nullptr);
+  if (models != nullptr && !threw) models->Keep(std::move(built));
   return outcome;
 }
 

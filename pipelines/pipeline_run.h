@@ -3,6 +3,8 @@
 // is caught here and classified (harness/error_class.h): nothing escapes to the runner.
 #pragma once
 
+#include <list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,11 +45,46 @@ struct PipelineOutcome {
   std::string observed;        // VideoModel::ObservedSummary(): "" when everything is seen
 };
 
+// Models that RunPipeline built, kept for a later run of the same model, policy, device,
+// weight seed and fault (seed, sampler and observers may differ): a process that runs
+// cell after cell builds each model once. A run with a kept model gives the same frames
+// as a run that builds it (pipeline_run_test.cc). A model whose run threw is not kept.
+// Holds at most `capacity` models, dropping the least recently used.
+class ModelCache {
+ public:
+  explicit ModelCache(size_t capacity = 2) : capacity_(capacity) {}
+  ModelCache(const ModelCache&) = delete;
+  ModelCache& operator=(const ModelCache&) = delete;
+
+  // What RunPipeline keeps of a built model: the model and the facts of its creation.
+  struct Entry {
+    std::string key;
+    std::unique_ptr<VideoModel> model;
+    std::string pipeline;
+    SamplerConfig sampler;
+    int64_t weight_bytes = 0;
+    int64_t parameters = 0;
+  };
+  // The entry kept for `key`, taken out of the cache; nullopt when there is none.
+  std::optional<Entry> Take(const std::string& key);
+  void Keep(Entry entry);
+  size_t size() const { return entries_.size(); }
+  int builds() const { return builds_; }  // models built through this cache
+  void CountBuild() { ++builds_; }
+
+ private:
+  size_t capacity_;
+  int builds_ = 0;
+  std::list<Entry> entries_;  // most recently kept first
+};
+
 // Bad input (unknown size, broken package, bad device) is a Status; everything that
-// happens while running is a PipelineOutcome.
+// happens while running is a PipelineOutcome. With `models`, the model is taken from and
+// given back to that cache (load_seconds is then 0 for a reused model).
 StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec,
                                       const ModuleObserver& on_module = nullptr,
-                                      const StepObserver& on_step = nullptr);
+                                      const StepObserver& on_step = nullptr,
+                                      ModelCache* models = nullptr);
 
 // Every weight of the pipeline (parameters and floating buffers) with its number of
 // elements, named as FP32 islands name modules: "blocks.0.ff.0.weight" (reference model),

@@ -52,14 +52,21 @@ struct GoldenLookup {
   std::optional<Golden> golden;
   std::string unresolved;
 };
-StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string& dir) {
+StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string& dir,
+                                     std::map<std::string, Golden>& loaded) {
   StatusOr<GoldenKey> key = GoldenKeyOf(spec);
   if (!key.ok()) return key.status();
   const GoldenStore store(dir);
-  StatusOr<Golden> golden = store.Load(*key);
   GoldenLookup lookup;
+  const auto kept = loaded.find(store.PathFor(*key));
+  if (kept != loaded.end()) {
+    lookup.golden = kept->second;  // tensors share their storage
+    return lookup;
+  }
+  StatusOr<Golden> golden = store.Load(*key);
   if (golden.ok()) {
-    lookup.golden = std::move(*golden);
+    lookup.golden = *golden;
+    loaded.emplace(store.PathFor(*key), std::move(*golden));
   } else if (golden.status().code() == Status::Code::kNotFound) {
     PipelineSpec fp32 = spec;
     fp32.policy = Fp32Policy();
@@ -154,8 +161,11 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   StatusOr<ToleranceProfile> tolerance = FindToleranceProfile(
       cell.tolerance.empty() ? spec->policy.ToleranceProfileName() : cell.tolerance);
   if (!tolerance.ok()) return tolerance.status();
-  StatusOr<GoldenLookup> golden = LookUpGolden(*spec, options.golden_dir);
+  CellRunCache cell_only;
+  CellRunCache& cache = options.cache != nullptr ? *options.cache : cell_only;
+  StatusOr<GoldenLookup> golden = LookUpGolden(*spec, options.golden_dir, cache.goldens);
   if (!golden.ok()) return golden.status();
+  ModelCache* const models = &cache.models;
 
   CellResult result;
   result.cell = cell;
@@ -163,9 +173,11 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   result.repro = CheckCommandFor(cell, options.golden_dir);
   if (golden->golden) result.golden = GoldenStore(options.golden_dir).PathFor(*GoldenKeyOf(*spec));
 
+  double load_seconds = 0;  // building the model, whichever run built it
   for (int i = 0; i < options.warmup; ++i) {
-    StatusOr<PipelineOutcome> warm = RunPipeline(*spec);
+    StatusOr<PipelineOutcome> warm = RunPipeline(*spec, nullptr, nullptr, models);
     if (!warm.ok()) return warm.status();
+    load_seconds += warm->load_seconds;
   }
   // The judged run: NaN counts on every step's latents; module probes when asked for.
   NumericProbes probes(options.probes);
@@ -184,7 +196,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     PipelineSpec fp32 = *spec;
     fp32.policy = Fp32Policy();
     fp32_outputs.KeepOutputsForSqnr();
-    StatusOr<PipelineOutcome> reference = RunPipeline(fp32, watch(fp32_outputs));
+    StatusOr<PipelineOutcome> reference = RunPipeline(fp32, watch(fp32_outputs), nullptr, models);
     if (!reference.ok()) return reference.status();
     if (reference->kind == PipelineOutcome::Kind::kFinished) probes.CompareWith(&fp32_outputs);
   }
@@ -192,10 +204,10 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
     step_counts.push_back(CountNonfinite(latents));
   };
-  StatusOr<PipelineOutcome> outcome = RunPipeline(*spec, on_module, on_step);
+  StatusOr<PipelineOutcome> outcome = RunPipeline(*spec, on_module, on_step, models);
   if (!outcome.ok()) return outcome.status();
   result.timings.warmup = options.warmup;
-  result.timings.load_seconds = outcome->load_seconds;
+  result.timings.load_seconds = load_seconds + outcome->load_seconds;
 
   VerdictInputs in;
   in.tolerance = &*tolerance;
@@ -225,7 +237,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     if (!result.first_nonfinite.found &&
         (result.health.first_nonfinite_step >= 0 || result.health.decoded.any())) {
       NumericProbes localise(/*ranges=*/false);  // same inputs, same result on the CPU
-      StatusOr<PipelineOutcome> again = RunPipeline(*spec, watch(localise));
+      StatusOr<PipelineOutcome> again = RunPipeline(*spec, watch(localise), nullptr, models);
       if (!again.ok()) return again.status();
       result.first_nonfinite = localise.first_nonfinite();
     }
@@ -244,7 +256,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
       result.artifacts_dir = options.artifacts_dir;
     }
     for (int i = 1; i < options.repeats; ++i) {
-      StatusOr<PipelineOutcome> again = RunPipeline(*spec);
+      StatusOr<PipelineOutcome> again = RunPipeline(*spec, nullptr, nullptr, models);
       if (!again.ok()) return again.status();
       if (again->kind == PipelineOutcome::Kind::kFinished) {
         result.timings.generation_seconds.push_back(GenerationSeconds(again->result));

@@ -4,14 +4,24 @@
 // `framegate check`; `framegate run` calls it in a child process per cell.
 #pragma once
 
+#include <map>
 #include <string>
 
+#include "golden/golden_file.h"
 #include "harness/cell.h"
 #include "harness/cell_result.h"
 #include "harness/status.h"
 #include "pipelines/pipeline_run.h"
 
 namespace framegate {
+
+// What a process that runs cell after cell (a cell worker) keeps between cells: the
+// models it built and the goldens it read. A cell run with a cache gives the same result
+// as one without (tests/python/test_cell_workers.py compares them).
+struct CellRunCache {
+  ModelCache models;
+  std::map<std::string, Golden> goldens;  // by file path; only goldens that loaded
+};
 
 struct CellRunOptions {
   std::string golden_dir;     // where goldens are looked up (GoldenStore)
@@ -28,6 +38,9 @@ struct CellRunOptions {
   bool fp64_ref = false;
   std::string artifacts_dir;  // when set: frames.npy and latents.npy of the candidate
   int probe_count = 8;        // least-headroom modules kept in the result
+  // Models and goldens kept across cells; null: a cache for this cell only (its warmup,
+  // repeats and reruns still share one model).
+  CellRunCache* cache = nullptr;
 };
 
 // The PipelineSpec of a cell: policy, fault and sampler names resolved (the sampler's
