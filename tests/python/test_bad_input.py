@@ -434,7 +434,7 @@ def test_db_on_a_full_disk(tmp_path):
     (["check", "--size", "tiny", "--sampler", "heun"], "heun"),
     (["check", "--size", "tiny", "--model", "."], "--model"),
     (["check", "--size", "tiny", "--steps", "-3"], "--steps"),
-    (["metrics", "a.npy", "b.npy", "--threads", "0"], "--threads"),
+    (["metrics", "a.npy", "b.npy", "--threads", "-1"], "--threads"),
     (["metrics", "a.npy"], "CAND"),
     (["db", "check", "--db"], "--db"),
     (["no-such-command"], "no-such-command"),
