@@ -25,6 +25,9 @@ struct Command {
 };
 
 Command AddListCommand(CLI::App& parent);
+// PSNR/SSIM of two videos (.npy or PNG folders); its --threads are std::threads over
+// frames (default 0: every core), not LibTorch's (metrics_command.cc).
+Command AddMetricsCommand(CLI::App& parent);
 Command AddReportCommand(CLI::App& parent);
 // The results store's commands (store_commands.cc).
 Command AddCompareCommand(CLI::App& parent);

@@ -18,7 +18,6 @@ const std::vector<PassThroughCommand>& PassThroughCommands() {
 #if FRAMEGATE_WITH_CUDA
       {"list", kListSummary},
 #endif
-      {"metrics", "PSNR/SSIM per frame, video errors and CAND's health, for two videos (.npy or PNG folder)"},
       {"run", "Run a matrix (default: local) into the SQLite store, each cell isolated from this "
               "process (a crash or hang is that cell's CRASH or TIMEOUT)"},
       {"run-cell", ""},

@@ -24,7 +24,6 @@ Command AddGenerateCommand(CLI::App& parent);
 Command AddCheckCommand(CLI::App& parent);
 Command AddGoldenCommand(CLI::App& parent);
 Command AddInfoCommand(CLI::App& parent);
-Command AddMetricsCommand(CLI::App& parent);
 Command AddRunCommand(CLI::App& parent);
 Command AddRunCellCommand(CLI::App& parent);
 

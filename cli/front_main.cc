@@ -1,6 +1,7 @@
 // framegate (build/bin/framegate): the command users call. It does not link LibTorch, so
 // that the commands that need none start at once: the results store's (history,
-// regressions, compare, merge, db), report, list (in a CPU build), --help and --version.
+// regressions, compare, merge, db), report, metrics, list (in a CPU build), --help and
+// --version.
 // For every other command (command_table.h) it execs the pipeline executable
 // (libexec/framegate/framegate-pipeline, main.cc) with the same argv, before parsing
 // anything: that one answers the command's --help, errors, output, exit code and signals.
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
 #if !FRAMEGATE_WITH_CUDA
                    AddListCommand,
 #endif
-                   AddMergeCommand, AddRegressionsCommand, AddReportCommand}) {
+                   AddMergeCommand, AddMetricsCommand, AddRegressionsCommand, AddReportCommand}) {
     commands.push_back(add(app));
   }
   const int parsed = ParseCommandLine(app, argc, argv);

@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/cell_result_json.h"
-#include "cli/commands.h"
+#include "cli/command.h"
 #include "cli/output_file.h"
+#include "harness/cell_result_json.h"
 #include "harness/checks/frame_metrics.h"
 #include "harness/checks/video_health.h"
 #include "harness/npy.h"

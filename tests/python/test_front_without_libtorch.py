@@ -1,5 +1,5 @@
 """build/bin/framegate is a front that does not load LibTorch (issue 17): it serves the
-store's commands, report (every output, the HTML's golden frames included), list, --help
+store's commands, report (every output, the HTML's golden frames included), metrics, list, --help
 and --version itself, and execs libexec/framegate/framegate-pipeline for the others with
 the same argv, so that their output and exit code are the pipeline executable's.
 
@@ -9,6 +9,7 @@ the same argv, so that their output and exit code are the pipeline executable's.
 import os
 import subprocess
 
+import numpy as np
 import pytest
 
 FRAMEGATE = os.environ.get("FRAMEGATE_BIN")
@@ -67,6 +68,9 @@ def stored_run(tmp_path_factory):
         r = subprocess.run([FRAMEGATE, "db", "test-write", "--db", d / "s.db", "--run-id", run_id,
                             "--cells", "4", "--finish"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
+    frames = np.linspace(0, 1, 2 * 16 * 16 * 3, dtype=np.float32).reshape(2, 16, 16, 3)
+    np.save(d / "ref.npy", frames)
+    np.save(d / "cand.npy", (frames * 0.9).astype(np.float32))
     return d
 
 
@@ -87,6 +91,8 @@ def test_a_pipeline_command_through_the_front_loads_libtorch(tmp_path):
      "--bench-json", "{d}/bench.json", "--html", "{d}/html"],
     ["list", "smoke"],
     ["list", "nightly", "--json", "-"],
+    ["metrics", "{d}/ref.npy", "{d}/cand.npy", "--json", "{d}/metrics.json"],
+    ["metrics", "--help"],
 ])
 def test_served_without_libtorch(tmp_path, stored_run, args):
     args = [a.replace("{d}", str(stored_run)) for a in args]
@@ -102,6 +108,8 @@ def test_served_without_libtorch(tmp_path, stored_run, args):
                         "report", "list", "metrics"):
             assert f"\n  {command} " in r.stdout, r.stdout
         assert "run-cell" not in r.stdout
+    if args == ["metrics", "--help"]:  # std::threads over frames, not LibTorch's
+        assert "LibTorch" not in r.stdout and "default 0: every core" in r.stdout, r.stdout
     if args[0] == "no-such-command":
         assert r.stderr == "framegate: error: unknown command 'no-such-command' (see 'framegate --help')\n"
     if args[0] == "report":
