@@ -34,10 +34,11 @@ def stored(db):
         return sorted(c.execute("SELECT s.policy, c.status FROM cells c JOIN cell_specs s USING (cell_id)").fetchall())
 
 
-def test_crash_abort_and_hang_end_their_cells_and_the_run_goes_on(tmp_path, goldens):
+@pytest.mark.parametrize("isolation", ["worker", "process"])
+def test_crash_abort_and_hang_end_their_cells_and_the_run_goes_on(tmp_path, goldens, isolation):
     out = tmp_path / "run.json"
     r = run(tmp_path, *FAST, "--policy", "fp32,bf16,fp16-emulated,fp8e4m3-bf16,fp8e5m2-bf16",
-            "--golden-dir", str(goldens), "--timeout", "20", "--json", str(out),
+            "--golden-dir", str(goldens), "--timeout", "20", "--json", str(out), "--isolation", isolation,
             env={"FRAMEGATE_TEST_CELL_FAULTS": "bf16:segv,fp16-emulated:abort,fp8e4m3-bf16:hang"})
     assert r.returncode == 1, r.stdout + r.stderr
     cells = {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
