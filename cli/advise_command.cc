@@ -58,7 +58,7 @@ Status RecordAdvice(const std::string& db, const Cell& cell, CellResult observed
   observed.advice = advice;
   StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(db);
   if (!store.ok()) return store.status();
-  const RunInfo info = NewRunInfo("advise", command);
+  const RunInfo info = NewRunInfo("advise", command, CollectBuildInfo());
   FG_RETURN_IF_ERROR((*store)->BeginRun(info, {{cell.device, cell.device, "", 0, ""}}));
   FG_RETURN_IF_ERROR((*store)->RecordCell(info.run_id, observed));
   return (*store)->FinishRun(info.run_id, "finished", NowIso8601());

@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "harness/build_info.h"
+#include "harness/run_record.h"
 #include "harness/status.h"
 
 namespace framegate {
@@ -25,6 +27,9 @@ struct Command {
 };
 
 Command AddListCommand(CLI::App& parent);
+// `run`: the matrix runner (run_command.cc). Its cells run in the pipeline executable's
+// `run-cell` processes (PipelineExecutablePath, command_table.h).
+Command AddRunCommand(CLI::App& parent);
 // PSNR/SSIM of two videos (.npy or PNG folders); its --threads are std::threads over
 // frames (default 0: every core), not LibTorch's (metrics_command.cc).
 Command AddMetricsCommand(CLI::App& parent);
@@ -35,6 +40,10 @@ Command AddDbCommand(CLI::App& parent);
 Command AddHistoryCommand(CLI::App& parent);
 Command AddMergeCommand(CLI::App& parent);
 Command AddRegressionsCommand(CLI::App& parent);
+
+// A new run's identity and provenance (id, time, host, versions from `build`) for the
+// store.
+RunInfo NewRunInfo(const std::string& tags, const std::string& command, const BuildInfo& build);
 
 // Shared by the commands: prints "framegate: error: <message>" to stderr, returns 2.
 int ReportError(const Status& status);

@@ -18,8 +18,9 @@ const std::vector<PassThroughCommand>& PassThroughCommands() {
 #if FRAMEGATE_WITH_CUDA
       {"list", kListSummary},
 #endif
-      {"run", "Run a matrix (default: local) into the SQLite store, each cell isolated from this "
-              "process (a crash or hang is that cell's CRASH or TIMEOUT)"},
+#if FRAMEGATE_WITH_CUDA
+      {"run", kRunSummary},
+#endif
       {"run-cell", ""},
   };
   return commands;
@@ -29,6 +30,7 @@ std::string PipelineExecutablePath() {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "framegate-pipeline";
+  if (self.filename() == "framegate-pipeline") return self.string();
   return (self.parent_path().parent_path() / "libexec" / "framegate" / "framegate-pipeline").string();
 }
 

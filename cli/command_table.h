@@ -18,12 +18,18 @@ struct PassThroughCommand {
 constexpr const char* kListSummary =
     "List a matrix's cells and which are UNSUPPORTED here, without running anything";
 
-// In a CUDA build `list` is among them: counting the GPUs needs the CUDA runtime that
+// `run`'s, which is one of them in a CUDA build (run_command.cc uses it).
+constexpr const char* kRunSummary =
+    "Run a matrix (default: local) into the SQLite store, each cell isolated from this "
+    "process (a crash or hang is that cell's CRASH or TIMEOUT)";
+
+// In a CUDA build `list` and `run` are among them: counting the GPUs needs the CUDA runtime that
 // LibTorch links, so the front does not link the matrix library there.
 const std::vector<PassThroughCommand>& PassThroughCommands();
 
 // The pipeline executable, relative to the running one (/proc/self/exe):
-// BIN/../libexec/framegate/framegate-pipeline, in the build tree and after an install.
+// BIN/../libexec/framegate/framegate-pipeline, in the build tree and after an install;
+// the running one when it is the pipeline executable.
 std::string PipelineExecutablePath();
 
 }  // namespace framegate

@@ -1,7 +1,7 @@
 // framegate (build/bin/framegate): the command users call. It does not link LibTorch, so
 // that the commands that need none start at once: the results store's (history,
-// regressions, compare, merge, db), report, metrics, list (in a CPU build), --help and
-// --version.
+// regressions, compare, merge, db), report, metrics, list and run (in a CPU build: `run`
+// starts the pipeline executable's cell workers), --help and --version.
 // For every other command (command_table.h) it execs the pipeline executable
 // (libexec/framegate/framegate-pipeline, main.cc) with the same argv, before parsing
 // anything: that one answers the command's --help, errors, output, exit code and signals.
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands;
   for (auto add : {AddCompareCommand, AddDbCommand, AddHistoryCommand,
 #if !FRAMEGATE_WITH_CUDA
-                   AddListCommand,
+                   AddListCommand, AddRunCommand,
 #endif
                    AddMergeCommand, AddMetricsCommand, AddRegressionsCommand, AddReportCommand}) {
     commands.push_back(add(app));

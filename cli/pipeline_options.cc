@@ -1,9 +1,8 @@
 // The options every command that runs a pipeline shares, parsed in one place.
-#include "cli/commands.h"
+#include "cli/pipeline_options.h"
+#include "pipelines/dtype_policy.h"
 #include "pipelines/fault_cases.h"
 #include "pipelines/pipeline_config.h"
-#include "pipelines/model_package.h"
-#include "runners/cell_runner.h"
 
 #include <unistd.h>
 
@@ -91,13 +90,6 @@ std::vector<Cell> PipelineCliOptions::ToCells() const {
   return cells;
 }
 
-StatusOr<PipelineSpec> PipelineCliOptions::ToSpec() const {
-  const std::vector<Cell> cells = ToCells();
-  if (cells.size() != 1) return Status::InvalidInput("--policy: give exactly one policy, not '" + policy + "'");
-  StatusOr<PipelineSpec> spec = SpecOfCell(cells[0]);
-  if (spec.ok()) spec->weight_seed = weight_seed;
-  return spec;
-}
 
 }  // namespace framegate
 

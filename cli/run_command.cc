@@ -2,7 +2,8 @@
 // outside this process (a persistent worker per device, or a process per cell:
 // runners/matrix_runner.h), records each finished cell in the SQLite store, prints the
 // summary and a per-device verdict, and writes the reports asked for (report_command.h).
-// Also `run-cell` (hidden: the runner's cell process or, with --worker, its worker).
+// LibTorch-free: the front executable serves it; its cells run in the pipeline
+// executable's `run-cell` processes (run_cell_command.cc).
 // Exit: 0 every cell passed (XFAIL and UNSUPPORTED count as passing), 1 a cell failed,
 // 2 harness or usage error, 130 interrupted (resume with --resume RUN_ID).
 #include <unistd.h>
@@ -22,7 +23,9 @@
 
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
-#include "cli/commands.h"
+#include "cli/command.h"
+#include "cli/command_table.h"
+#include "cli/pipeline_options.h"
 #include "cli/output_file.h"
 #include "cli/report_command.h"
 #include "harness/sha256.h"
@@ -32,8 +35,6 @@
 #include "matrix/shard.h"
 #include "matrix/unsupported.h"
 #include "reports/terminal_report.h"
-#include "runners/cell_runner.h"
-#include "runners/cell_worker.h"
 #include "runners/matrix_runner.h"
 
 namespace framegate {
@@ -72,12 +73,6 @@ std::string NewRunId() {
   return std::string(stamp) + "-" + hex;
 }
 
-std::string SelfPath() {
-  std::error_code ec;
-  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "framegate" : p.string();
-}
-
 std::string Hostname() {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -86,8 +81,7 @@ std::string Hostname() {
 
 }  // namespace
 
-RunInfo NewRunInfo(const std::string& tags, const std::string& command) {
-  const BuildInfo build = CollectBuildInfo();
+RunInfo NewRunInfo(const std::string& tags, const std::string& command, const BuildInfo& build) {
   RunInfo info;
   info.run_id = NewRunId();
   info.started_at = NowIso8601();
@@ -104,7 +98,8 @@ RunInfo NewRunInfo(const std::string& tags, const std::string& command) {
 namespace {
 
 RunInfo MakeRunInfo(const RunOptions& o, const MatrixSpec& spec, const std::string& command) {
-  RunInfo info = NewRunInfo(o.tags, command);
+  // The runner loads no LibTorch: the BLAS is the one the cell processes report.
+  RunInfo info = NewRunInfo(o.tags, command, StaticBuildInfo());
   if (!o.resume.empty()) info.run_id = o.resume;
   info.matrix_path = o.adhoc ? "" : spec.source;
   info.matrix_sha256 = spec.sha256;
@@ -119,8 +114,7 @@ StatusOr<MatrixSpec> CellsToRun(const RunOptions& o, const std::vector<DeviceInf
   spec.name = "ad-hoc";
   spec.cells = o.pipeline.ToCells();
   for (const Cell& c : spec.cells) {
-    StatusOr<PipelineSpec> checked = SpecOfCell(c);  // unknown names are usage errors
-    if (!checked.ok()) return checked.status();
+    FG_RETURN_IF_ERROR(CheckCellNames(c));  // unknown names are usage errors
   }
   return spec;
 }
@@ -184,7 +178,7 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
     if (!s.ok()) return ReportError(s);
   }
   CellProcessOptions p;
-  p.framegate_binary = SelfPath();
+  p.framegate_binary = PipelineExecutablePath();
   CellRunOptions& cell = p.settings.run;
   cell.golden_dir = o.golden_dir;
   cell.artifacts_dir = o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
@@ -204,6 +198,10 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   StatusOr<MatrixRunSummary> summary = RunCells(
       to_run, p, [&](const Cell& c) { progress.CellStarted(c); }, record, &g_stop);
   progress.Finish();
+  if (summary.ok() && !summary->blas.empty()) {
+    const Status blas = (*store)->RecordRunBlas(info.run_id, summary->blas);
+    if (!blas.ok()) return ReportError(blas);
+  }
   if (!summary.ok()) {
     (*store)->FinishRun(info.run_id, "interrupted", NowIso8601());
     return ReportError(summary.status());
@@ -229,26 +227,11 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   return kExitOk;
 }
 
-// run-cell: one cell in this process, its result as JSON in --result (written
-// atomically); with --worker, cell after cell as the runner asks (runners/cell_worker.h).
-struct RunCellOptions {
-  std::string cell_path, result_path, artifacts_dir;
-  bool worker = false;
-  CellProcessSettings settings;
-};
-
-int RunCellCommand(const RunCellOptions& o) {
-  if (o.worker) return ServeCells(o.settings);
-  return RunCellFile(o.cell_path, o.result_path, o.artifacts_dir, o.settings, nullptr);
-}
-
 }  // namespace
 
 Command AddRunCommand(CLI::App& parent) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "run", "Run a matrix (default: local) into the SQLite store, each cell isolated from this "
-      "process (a crash or hang is that cell's CRASH or TIMEOUT)");
+  CLI::App* app = parent.add_subcommand("run", kRunSummary);
   app->add_option("MATRIX", o->matrix,
                   "Matrix file or shipped name: local, smoke, nightly, qualification");
   AddPipelineOptions(app, &o->pipeline);
@@ -303,29 +286,6 @@ Command AddRunCommand(CLI::App& parent) {
             line += " --db " + o->db;
             return RunMatrix(*o, line);
           }};
-}
-
-Command AddRunCellCommand(CLI::App& parent) {
-  auto o = std::make_shared<RunCellOptions>();
-  CLI::App* app = parent.add_subcommand("run-cell", "");  // hidden: the runner's cell process
-  app->group("");
-  CLI::Option* worker = app->add_flag("--worker", o->worker);
-  app->add_option("--cell", o->cell_path)->excludes(worker);
-  app->add_option("--result", o->result_path)->excludes(worker);
-  app->add_option("--artifacts", o->artifacts_dir)->excludes(worker);
-  app->add_option("--golden-dir", o->settings.run.golden_dir)->required();
-  app->add_option("--threads", o->settings.threads);
-  app->add_option("--repeats", o->settings.run.repeats);
-  app->add_option("--warmup", o->settings.run.warmup);
-  app->add_flag("--deterministic", o->settings.deterministic);
-  app->add_flag("--fp64-ref", o->settings.run.fp64_ref);
-  app->add_flag("--probes", o->settings.run.probes);
-  app->callback([app, o] {
-    if (!o->worker && (o->cell_path.empty() || o->result_path.empty())) {
-      throw CLI::ValidationError("run-cell", "needs --cell and --result, or --worker");
-    }
-  });
-  return {app, [o] { return RunCellCommand(*o); }};
 }
 
 }  // namespace framegate

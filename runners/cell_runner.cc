@@ -102,27 +102,18 @@ StatusOr<double> Fp64ErrorRatio(const PipelineSpec& spec, const at::Tensor& cand
 }  // namespace
 
 StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
+  FG_RETURN_IF_ERROR(CheckCellNames(cell));
   PipelineSpec spec;
   spec.size = cell.size;
   spec.model_dir = cell.model_dir;
   spec.device = cell.device;
   spec.seed = cell.seed;
-  StatusOr<DtypePolicy> policy = FindPolicyIn(cell.policy, cell.policy_file);
-  if (!policy.ok()) return policy.status();
-  spec.policy = *policy;
-  const std::optional<FaultCase> fault = ParseFaultCase(cell.fault);
-  if (!fault) {
-    std::string known;
-    for (const FaultCaseInfo& f : FaultCases()) known += (known.empty() ? "" : ", ") + std::string(f.name);
-    return Status::InvalidInput("unknown fault case '" + cell.fault + "' (known: " + known + ")");
-  }
-  spec.fault = *fault;
+  spec.policy = *FindPolicyIn(cell.policy, cell.policy_file);
+  spec.fault = *ParseFaultCase(cell.fault);
   if (cell.steps > 0 || cell.guidance > 0 || !cell.sampler.empty()) {
     SamplerConfig config;
     if (cell.model_dir.empty()) {
-      StatusOr<ReferenceSize> size = FindReferenceSize(cell.size);
-      if (!size.ok()) return size.status();
-      config = size->sampler;
+      config = FindReferenceSize(cell.size)->sampler;
     } else {
       StatusOr<ModelManifest> manifest = ReadModelManifest(cell.model_dir);
       if (!manifest.ok()) return manifest.status();
@@ -130,29 +121,10 @@ StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
     }
     if (cell.steps > 0) config.steps = cell.steps;
     if (cell.guidance > 0) config.guidance = cell.guidance;
-    if (!cell.sampler.empty()) {
-      const std::optional<SamplerKind> kind = ParseSamplerKind(cell.sampler);
-      if (!kind) return Status::InvalidInput("unknown sampler '" + cell.sampler + "' (known: ddim, euler)");
-      config.kind = *kind;
-    }
+    if (!cell.sampler.empty()) config.kind = *ParseSamplerKind(cell.sampler);
     spec.sampler = config;
   }
   return spec;
-}
-
-std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir) {
-  std::ostringstream cmd;
-  cmd << "framegate check "
-      << (cell.model_dir.empty() ? "--size " + cell.size : "--model " + cell.model_dir)
-      << " --device " << cell.device << " --policy " << cell.policy << " --seed " << cell.seed;
-  if (!cell.policy_file.empty()) cmd << " --policy-file " << cell.policy_file;
-  if (!cell.fault.empty()) cmd << " --fault " << cell.fault;
-  if (!cell.sampler.empty()) cmd << " --sampler " << cell.sampler;
-  if (cell.steps > 0) cmd << " --steps " << cell.steps;
-  if (cell.guidance > 0) cmd << " --guidance " << cell.guidance;
-  if (!cell.tolerance.empty() && cell.tolerance != cell.policy) cmd << " --tolerance " << cell.tolerance;
-  cmd << " --golden-dir " << golden_dir;
-  return cmd.str();
 }
 
 StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {

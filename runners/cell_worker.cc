@@ -127,10 +127,13 @@ int RunCellFile(const std::string& cell_path, const std::string& result_path,
   options.cache = cache;
   StatusOr<CellResult> result = RunCell(*cell, options);
   if (!result.ok()) return ReportBadInput(result.status());
+  static const std::string blas = CollectBuildInfo().blas;
+  nlohmann::json json = CellResultToJson(*result);
+  json[kProcessBlasKey] = blas;
   const std::string tmp = result_path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << CellResultToJson(*result).dump() << "\n";
+    out << json.dump() << "\n";
     if (!out) return ReportBadInput(Status::IoError(tmp + ": cannot write"));
   }
   std::error_code ec;

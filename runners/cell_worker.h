@@ -20,13 +20,6 @@
 
 namespace framegate {
 
-// What every cell process of one run shares (the runner passes it on the command line).
-struct CellProcessSettings {
-  CellRunOptions run;  // artifacts_dir and cache are per cell
-  int threads = 0;     // LibTorch threads (0: every core this process may use)
-  bool deterministic = false;
-};
-
 // Puts this process in the state a fresh process would have for `cell`: LibTorch's
 // thread count, the deterministic and TF32 switches as `settings` ask (else as the
 // process started), the default generator at LibTorch's initial seed, the peak-RSS mark

@@ -21,7 +21,6 @@
 
 #include "harness/cell_result_json.h"
 #include "pipelines/dtype_policy.h"
-#include "runners/cell_runner.h"
 
 namespace framegate {
 namespace {
@@ -442,6 +441,7 @@ StatusOr<MatrixRunSummary> RunCells(const std::vector<Cell>& cells, const CellPr
       if (!end->timed_out && in) {
         nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
         parsed = CellResultFromJson(j);
+        if (summary.blas.empty() && j.is_object()) summary.blas = j.value(kProcessBlasKey, "");
       }
       std::string last_line = LastLine(r.dir + "/stderr.txt");
       if (last_line.empty() && !end->log.empty()) last_line = LastLine(end->log);

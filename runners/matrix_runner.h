@@ -22,7 +22,7 @@
 #include "harness/cell.h"
 #include "harness/cell_result.h"
 #include "harness/status.h"
-#include "runners/cell_worker.h"
+#include "runners/cell_run_options.h"
 
 namespace framegate {
 
@@ -49,6 +49,7 @@ using CellStarted = std::function<void(const Cell&)>;
 
 struct MatrixRunSummary {
   int finished = 0;
+  std::string blas;  // the BLAS library the cell processes loaded (their results say)
   bool interrupted = false;
   bool harness_error = false;  // a cell reported bad input (exit 2)
   int processes_started = 0;   // cell processes or workers

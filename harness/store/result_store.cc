@@ -136,6 +136,15 @@ Status ResultStore::FinishRun(const std::string& run_id, const std::string& stat
   });
 }
 
+Status ResultStore::RecordRunBlas(const std::string& run_id, const std::string& blas) {
+  return db_->WriteTransaction([&]() -> Status {
+    StatusOr<SqliteStatement> update = db_->Prepare(
+        "UPDATE runs SET blas = ? WHERE run_id = ? AND (blas IS NULL OR blas = '')");
+    if (!update.ok()) return update.status();
+    return update->Bind(1, blas).Bind(2, run_id).Run();
+  });
+}
+
 StatusOr<std::set<std::string>> ResultStore::FinishedCellIds(const std::string& run_id) {
   StatusOr<SqliteStatement> stmt = db_->Prepare("SELECT cell_id FROM cells WHERE run_id = ?");
   if (!stmt.ok()) return stmt.status();

@@ -82,6 +82,9 @@ class ResultStore {
   // state: "finished" or "interrupted". NotFound for an unknown run.
   Status FinishRun(const std::string& run_id, const std::string& state,
                    const std::string& finished_at);
+  // Sets the run's BLAS library when it has none yet: a runner that loads no LibTorch
+  // learns it from the first cell process. NotFound for an unknown run.
+  Status RecordRunBlas(const std::string& run_id, const std::string& blas);
   // The cell ids recorded in the run (what --resume skips).
   StatusOr<std::set<std::string>> FinishedCellIds(const std::string& run_id);
   // The whole run: info, devices, and every cell with all its fields, in the order they

@@ -1,0 +1,54 @@
+// What a cell run is asked to do, and the names a cell must resolve, without LibTorch:
+// the matrix runner (matrix_runner.h, which the LibTorch-free `framegate run` links)
+// hands these to the cell processes; cell_runner.h runs them.
+#pragma once
+
+#include <string>
+
+#include "harness/cell.h"
+#include "harness/status.h"
+
+namespace framegate {
+
+struct CellRunCache;  // cell_runner.h: models and goldens a worker keeps
+
+struct CellRunOptions {
+  std::string golden_dir;     // where goldens are looked up (GoldenStore)
+  // Module range probes (headroom to overflow) on the judged run. Off by default: they
+  // cost about 50% of a tiny cell (docs/benchmarks.md). NaN localisation is always on and
+  // free for healthy cells: a cell whose latents or frames went non-finite is run once
+  // more with every module output watched, to name the first (step, module).
+  bool probes = false;
+  int warmup = 0;             // untimed runs before the judged one
+  int repeats = 1;            // timed runs; the first is the judged one (with probes)
+  // Also run the config in FP64 on the CPU: fp64_error_ratio = error(candidate, fp64) /
+  // error(golden, fp64), relative L2 of the frames (PyTorch's "no worse than k times
+  // FP32's own error" criterion). Needs the golden.
+  bool fp64_ref = false;
+  std::string artifacts_dir;  // when set: frames.npy and latents.npy of the candidate
+  int probe_count = 8;        // least-headroom modules kept in the result
+  // Models and goldens kept across cells; null: a cache for this cell only (its warmup,
+  // repeats and reruns still share one model).
+  CellRunCache* cache = nullptr;
+};
+
+// What every cell process of one run shares (the runner passes it on the command line).
+struct CellProcessSettings {
+  CellRunOptions run;  // artifacts_dir and cache are per cell
+  int threads = 0;     // LibTorch threads (0: every core this process may use)
+  bool deterministic = false;
+};
+
+// A cell process's result.json also names, under this key, the BLAS library that process
+// loaded: the LibTorch-free runner records it as the run's.
+constexpr const char* kProcessBlasKey = "process_blas";
+
+// Ok when every name in `cell` resolves: its size, policy (presets or its policy_file),
+// fault case and sampler; else InvalidInput naming the bad value. A model package is
+// read when the cell runs (SpecOfCell).
+Status CheckCellNames(const Cell& cell);
+
+// The one command that reruns `cell` alone and judges it.
+std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir);
+
+}  // namespace framegate
