@@ -10,24 +10,15 @@
 #include <system_error>
 #include <thread>
 
+#include "harness/checks/frame_loops.h"
+
 namespace framegate {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// The SSIM filter's hot loops are compiled once per ISA level and the best one the CPU
-// has is picked when the program loads (GCC's target_clones, an ifunc): the project
-// builds for the x86-64 baseline (SSE2), where a float32 vector is 4 lanes wide; AVX2
-// has 8, AVX-512 16. Elsewhere (clang, other CPUs) one baseline version.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FRAMEGATE_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FRAMEGATE_SIMD_CLONES
-#endif
-// Helpers of a cloned function: inlined into each clone, so compiled for its ISA.
-#define FRAMEGATE_INLINE inline __attribute__((always_inline))
+// The SSIM filter's hot loops are compiled once per ISA level (FRAMEGATE_SIMD_CLONES).
 
 // SSIM window: scipy.ndimage.gaussian_filter with sigma 1.5, truncate 3.5 (what skimage
 // passes) has radius int(3.5 * 1.5 + 0.5) = 5, i.e. 11 taps.
@@ -451,29 +442,16 @@ void ScoreFrames(const VideoView& ref, const VideoView& cand, int num_threads, V
                  std::vector<FrameSums>* sums) {
   const int64_t num_frames = ref.frames;
   const int64_t frame_len = ref.height * ref.width * ref.channels;
-  std::atomic<int64_t> next_frame{0};
-  auto work = [&]() {
-    SsimEngine engine;
-    for (int64_t t = next_frame++; t < num_frames; t = next_frame++) {
+  ForEachFrame(num_frames, num_threads, [&] {
+    return [&, engine = SsimEngine()](int64_t t) mutable {
       const FrameView r = ref.Frame(t), c = cand.Frame(t);
       const bool last = t + 1 == num_frames;
       (*sums)[t] = ErrorSums(r.data, c.data, last ? nullptr : ref.Frame(t + 1).data,
                              last ? nullptr : cand.Frame(t + 1).data, frame_len);
       out->frames[t].psnr = PsnrFromSqErr((*sums)[t].sq_err, frame_len);
       out->frames[t].ssim = engine.Compute(r, c);
-    }
-  };
-  const int64_t extra_threads = std::min<int64_t>(num_threads, num_frames) - 1;
-  std::vector<std::thread> workers;
-  for (int64_t i = 0; i < extra_threads; ++i) {
-    try {
-      workers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads: the running ones and this one share the frames
-    }
-  }
-  work();
-  for (std::thread& w : workers) w.join();
+    };
+  });
 }
 
 // The video-level values of `out` from the per-frame scores and sums, reduced in frame

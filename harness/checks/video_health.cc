@@ -9,43 +9,16 @@
 #include <system_error>
 #include <thread>
 
+#include "harness/checks/frame_loops.h"
+
 namespace framegate {
 namespace {
 
 constexpr uint32_t kExponentBits = 0x7f800000u;  // float32: all ones = Inf or NaN
 
-// Calls work(t) for t in [0, n) on up to num_threads threads (the calling one included)
-// that take the next index from a shared counter. Should a thread fail to start, the
-// others do its share.
-template <typename Work>
-void ForEachFrame(int64_t n, int num_threads, const Work& work) {
-  std::atomic<int64_t> next{0};
-  auto loop = [&]() {
-    for (int64_t t = next++; t < n; t = next++) work(t);
-  };
-  const int64_t extra_threads = std::min<int64_t>(std::max(num_threads, 1), n) - 1;
-  std::vector<std::thread> workers;
-  for (int64_t i = 0; i < extra_threads; ++i) {
-    try {
-      workers.emplace_back(loop);
-    } catch (const std::system_error&) {
-      break;
-    }
-  }
-  loop();
-  for (std::thread& w : workers) w.join();
-}
-
-// The loops below are compiled once per ISA level and the best one the CPU has is picked
-// when the program loads (GCC's target_clones; see frame_metrics.cc). They keep kBlock
-// partial sums in local arrays, so that GCC vectorizes them at -O2 without reordering a
-// sum it may not reorder.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FRAMEGATE_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FRAMEGATE_SIMD_CLONES
-#endif
+// The loops below are compiled once per ISA level (FRAMEGATE_SIMD_CLONES). They keep
+// kBlock partial sums in local arrays, so that GCC vectorizes them at -O2 without
+// reordering a sum it may not reorder.
 constexpr int64_t kBlock = 16;
 
 // NaN and Inf counts of scale * v + offset over n values, from the bits.
@@ -198,9 +171,9 @@ std::vector<NonfiniteCount> CountNonfiniteFrames(const VideoView& video, float s
                                                  float offset, int num_threads) {
   std::vector<NonfiniteCount> counts(video.frames);
   const int64_t n = video.height * video.width * video.channels;
-  ForEachFrame(video.frames, num_threads, [&](int64_t t) {
+  ForEachFrame(video.frames, num_threads, [&] { return [&](int64_t t) {
     counts[t] = CountAffineNonfinite(video.Frame(t).data, n, scale, offset);
-  });
+  }; });
   return counts;
 }
 
@@ -225,10 +198,10 @@ FrameHealth AssessVideoHealth(const VideoView& frames,
                           golden.height == frames.height && golden.width == frames.width &&
                           golden.channels == frames.channels;
   health.frames.assign(frames.frames, FrameDefect::kNone);
-  ForEachFrame(frames.frames, num_threads, [&](int64_t t) {
+  ForEachFrame(frames.frames, num_threads, [&] { return [&](int64_t t) {
     health.frames[t] = FrameDefectOf(frames, use_golden ? &golden : nullptr,
                                      decoded_frames[t].any(), t, th);
-  });
+  }; });
   for (FrameDefect d : health.frames) {
     if (Severity(d) > Severity(health.defect)) health.defect = d;
   }
