@@ -52,6 +52,10 @@ int RunCheck(const CheckOptions& o) {
   run.fp64_ref = o.fp64_ref;
   run.repeats = o.repeats;
   run.warmup = o.warmup;
+  // The cells share the golden they are judged with (one per seed) and, within a
+  // policy, the model.
+  CellRunCache cache;
+  run.cache = &cache;
   // The text goes to stderr when the JSON goes to stdout.
   FILE* text = o.json_path == "-" ? stderr : stdout;
   nlohmann::json json_cells = nlohmann::json::array();
