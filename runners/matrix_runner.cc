@@ -90,6 +90,7 @@ StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& device, 
   if (pid == 0) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGPIPE, SIG_DFL);  // the runner ignores it (RunCells); exec would keep that
     if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
         dup2(err_fd, STDERR_FILENO) < 0) {
       _exit(127);
@@ -161,7 +162,6 @@ class ProcessSlot : public CellSlot {
     for (std::string& a : SettingsArgs(o_.settings)) args.push_back(std::move(a));
     if (!artifacts.empty()) args.insert(args.end(), {"--artifacts", artifacts});
     const OutputFile out(dir + "/stdout.txt"), err(dir + "/stderr.txt");
-    const OutputFile in("/dev/null");
     if (out.fd < 0 || err.fd < 0) return Status::IoError(dir + ": cannot create the cell's output files");
     StatusOr<pid_t> pid = Spawn(args, device_, STDIN_FILENO, out.fd, err.fd);
     if (!pid.ok()) return pid.status();
