@@ -106,8 +106,9 @@ void PrepareProcessForCell(const Cell& cell, const CellProcessSettings& settings
   }
   switches.Apply();
   // The sampler's noise has its own generators; an op that draws from the default one
-  // (dropout left on in a package) draws the same numbers in every process. On a CUDA
-  // build the device generators are not reset: their first use seeds them (unverified).
+  // (dropout left on in a package) draws the same numbers in every process. Not done yet:
+  // a CUDA build's device generators are not reset, so a cell that draws from one moves
+  // it for the next cell in the worker.
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_current_seed(c10::default_rng_seed_val);
   // The peak RSS a result records is this cell's: reset the kernel's high-water mark.
