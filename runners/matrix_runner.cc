@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cell_result_json.h"
+#include "matrix/device_discovery.h"
 #include "pipelines/dtype_policy.h"
 
 namespace framegate {
@@ -52,7 +53,7 @@ std::string LastLine(const std::string& path) {
 std::vector<std::string> KernelPathEnvironment(const std::string& device) {
   // The matrix checked the path ("cpu:avx2"); `framegate run` never spawns a cell its
   // CPU lacks (UNSUPPORTED).
-  const std::string path = device.rfind("cpu:", 0) == 0 ? device.substr(4) : "";
+  const std::string path = CpuKernelPathOf(device);
   const std::string key = "ATEN_CPU_CAPABILITY=";
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
