@@ -39,20 +39,17 @@ StatusOr<Video> VideoFromFloat32(const std::string& name, const std::vector<int6
   return video;
 }
 
-StatusOr<Video> VideoFromNpy(const std::string& name, const NpyArray& array) {
-  FG_RETURN_IF_ERROR(CheckFramesShape(name, array.shape));
-  Video video;
-  video.frames = array.shape[0];
-  video.height = array.shape[1];
-  video.width = array.shape[2];
-  video.rgb = array.ToFloat32();
-  return video;
-}
-
 StatusOr<Video> ReadVideoNpy(const std::string& path) {
-  StatusOr<NpyArray> array = ReadNpy(path);
-  if (!array.ok()) return array.status();
-  return VideoFromNpy(path, array.value());
+  StatusOr<NpyFile> file = OpenNpy(path);  // mapped, converted once into the Video
+  if (!file.ok()) return file.status();
+  FG_RETURN_IF_ERROR(CheckFramesShape(path, file->shape()));
+  Video video;
+  video.frames = file->shape()[0];
+  video.height = file->shape()[1];
+  video.width = file->shape()[2];
+  video.rgb.resize(static_cast<size_t>(file->NumElements()));
+  file->CopyToFloat32(video.rgb.data());
+  return video;
 }
 
 double MaxFiniteAbsDiff(const Video& golden, const Video& candidate, int64_t frames) {

@@ -26,9 +26,8 @@ struct Video {
 // [T, H, W, 3] with T, H, W >= 1.
 StatusOr<Video> VideoFromFloat32(const std::string& name, const std::vector<int64_t>& shape,
                                  const float* data);
-// InvalidInput naming `name` unless the array is [T, H, W, 3] (float32/float64/uint8).
-StatusOr<Video> VideoFromNpy(const std::string& name, const NpyArray& array);
-// ReadNpy + VideoFromNpy; errors name the path.
+// A .npy video [T, H, W, 3] (float32, float64 or uint8 scaled to [0, 1]), read once
+// (OpenNpy); InvalidInput naming the path for another shape, OpenNpy's errors.
 StatusOr<Video> ReadVideoNpy(const std::string& path);
 
 // Largest finite |candidate - golden| over the first `frames` frames (same shapes).
