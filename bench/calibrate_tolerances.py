@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Measures each dtype policy's distance from the FP32 golden over several seeds and prints
-the table that harness/checks/tolerances.toml's bounds come from (docs/tolerances.md).
+the table that checks/tolerances.toml's bounds come from (docs/tolerances.md).
 
 Usage: bench/calibrate_tolerances.py [--framegate build/bin/framegate] [--seeds 0,1,2,3,4]
        [--size tiny] [--work /tmp/fg-calibrate]
@@ -43,7 +43,7 @@ def main():
     seeds = [int(s) for s in args.seeds.split(",")]
     policies_toml = tomllib.load(open(os.path.join(repo, "pipelines/policies.toml"), "rb"))
     policies = sorted(policies_toml["policy"].keys())
-    profiles = tomllib.load(open(os.path.join(repo, "harness/checks/tolerances.toml"), "rb"))["profile"]
+    profiles = tomllib.load(open(os.path.join(repo, "checks/tolerances.toml"), "rb"))["profile"]
     goldens = os.path.join(args.work, "golden")
     os.makedirs(goldens, exist_ok=True)
     worst = {}  # policy -> metric -> (value, seed)

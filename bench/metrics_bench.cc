@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/checks/frame_metrics.h"
+#include "checks/frame_metrics.h"
 #include "harness/npy.h"
 
 namespace {

@@ -6,7 +6,7 @@ two 100 MB .npy files), then, in each repeat, runs side by side (interleaved, so
 from other processes hits them alike):
   - the scikit-image script (a fresh /usr/bin/python3 process: imports, np.load of both
     files, PSNR + SSIM of every frame with the arguments framegate matches, see
-    harness/checks/frame_metrics.h), whole process, wall clock; it also reports its own
+    checks/frame_metrics.h), whole process, wall clock; it also reports its own
     compute time (the metric loop alone);
   - `FRAMEGATE metrics REF CAND --json FILE` for each FRAMEGATE given, whole process,
     wall clock (reading both files, PSNR/SSIM/errors/cosine, the candidate's health, the

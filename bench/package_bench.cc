@@ -14,7 +14,7 @@
 #include <string>
 
 #include "harness/build_info.h"
-#include "harness/checks/numeric_probes.h"
+#include "checks/numeric_probes.h"
 #include "pipelines/model_package.h"
 #include "pipelines/pipeline_run.h"
 #include "pipelines/sampler.h"

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "harness/build_info.h"
-#include "harness/checks/frame_health.h"
-#include "harness/checks/numeric_probes.h"
+#include "checks/frame_health.h"
+#include "checks/numeric_probes.h"
 #include "pipelines/pipeline_run.h"
 
 namespace framegate {

@@ -28,10 +28,10 @@
 #include <iostream>
 #include <string>
 
-#include "harness/store/regressions.h"
-#include "harness/store/result_store.h"
-#include "harness/store/run_compare.h"
-#include "harness/store/synthetic_results.h"
+#include "store/regressions.h"
+#include "store/result_store.h"
+#include "store/run_compare.h"
+#include "store/synthetic_results.h"
 
 namespace framegate {
 namespace {

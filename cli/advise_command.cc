@@ -13,7 +13,7 @@
 #include "cli/output_file.h"
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
-#include "harness/store/result_store.h"
+#include "store/result_store.h"
 #include "runners/precision_advisor.h"
 
 namespace framegate {

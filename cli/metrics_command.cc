@@ -19,8 +19,8 @@
 #include "cli/command.h"
 #include "cli/output_file.h"
 #include "harness/cell_result_json.h"
-#include "harness/checks/frame_metrics.h"
-#include "harness/checks/video_health.h"
+#include "checks/frame_metrics.h"
+#include "checks/video_health.h"
 #include "harness/npy.h"
 #include "harness/png_frames.h"
 

@@ -10,7 +10,7 @@
 
 #include "harness/run_record.h"
 #include "harness/status.h"
-#include "harness/store/result_store.h"
+#include "store/result_store.h"
 
 namespace framegate {
 

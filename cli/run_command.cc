@@ -29,7 +29,7 @@
 #include "cli/output_file.h"
 #include "cli/report_command.h"
 #include "harness/sha256.h"
-#include "harness/store/result_store.h"
+#include "store/result_store.h"
 #include "matrix/device_discovery.h"
 #include "matrix/matrix_spec.h"
 #include "matrix/shard.h"

@@ -9,14 +9,14 @@
 
 #include "cli/command.h"
 #include "cli/output_file.h"
-#include "harness/store/cell_history.h"
-#include "harness/store/db_check.h"
-#include "harness/store/regressions.h"
-#include "harness/store/result_store.h"
-#include "harness/store/run_compare.h"
-#include "harness/store/schema.h"
-#include "harness/store/store_merge.h"
-#include "harness/store/synthetic_results.h"
+#include "store/cell_history.h"
+#include "store/db_check.h"
+#include "store/regressions.h"
+#include "store/result_store.h"
+#include "store/run_compare.h"
+#include "store/schema.h"
+#include "store/store_merge.h"
+#include "store/synthetic_results.h"
 
 namespace framegate {
 namespace {

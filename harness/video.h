@@ -1,5 +1,5 @@
 // Videos as plain views and their scores: the values the checks compute and the cell
-// results, store and reports carry (harness/checks/frame_metrics.h computes them).
+// results, store and reports carry (checks/frame_metrics.h computes them).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,7 @@ struct VideoMetrics {
   // +infinity (the zero-denominator rule above).
   double temporal_rel_l2 = 0.0;
   // Cosine similarity of the two videos as flat vectors (CosineSimilarity in
-  // harness/checks/frame_metrics.h), from the same pass over the frames.
+  // checks/frame_metrics.h), from the same pass over the frames.
   double cosine = 0.0;
 };
 

@@ -7,7 +7,7 @@
 
 #include "harness/toml_source.h"
 #include "harness/sha256.h"
-#include "harness/checks/tolerance.h"
+#include "checks/tolerance.h"
 #include "matrix/device_discovery.h"
 #include "matrix/cell_keys.h"
 #include "matrix/matrix_definition.h"
@@ -58,7 +58,7 @@ class MatrixReader {
   Status ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const;
   StatusOr<std::string> ReadString(const std::string& what, const toml::node& node) const;
   StatusOr<std::vector<std::string>> ReadRequirements(const toml::node& node) const;
-  // A tolerance profile name (harness/checks/tolerances.toml).
+  // A tolerance profile name (checks/tolerances.toml).
   StatusOr<std::string> ReadToleranceProfile(const toml::node& node) const;
   Status ReadAxes(const toml::table& axes, MatrixDefinition* def) const;
   // An array of tables: [[include]], [[exclude]] or [[xfail]].

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/checks/tolerance.h"
+#include "checks/tolerance.h"
 
 namespace framegate {
 namespace {

@@ -7,13 +7,13 @@
 #include <sstream>
 
 #include "golden/golden_store.h"
-#include "harness/checks/frame_health.h"
-#include "harness/checks/frame_metrics.h"
+#include "checks/frame_health.h"
+#include "checks/frame_metrics.h"
 #include "harness/memory_info.h"
 #include "harness/npy.h"
-#include "harness/checks/numeric_probes.h"
-#include "harness/checks/tolerance.h"
-#include "harness/checks/verdict.h"
+#include "checks/numeric_probes.h"
+#include "checks/tolerance.h"
+#include "checks/verdict.h"
 #include "pipelines/model_package.h"
 
 namespace framegate {

@@ -7,7 +7,7 @@ expected.json: per frame, what scikit-image computes
   ssim: structural_similarity(ref[t], cand[t], data_range=1.0, channel_axis=-1,
         gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
 and over the video max_abs = max |cand - ref|, rel_l2 = ||cand - ref|| / ||ref||.
-framegate's metrics (harness/checks/frame_metrics.h) must agree to 1e-4 (PSNR: 1e-3 dB).
+framegate's metrics (checks/frame_metrics.h) must agree to 1e-4 (PSNR: 1e-3 dB).
 
 Deterministic (fixed seeds). Run with Debian's interpreter, which has numpy and skimage:
   /usr/bin/python3 tests/data/make_metric_vectors.py [OUT_DIR]

@@ -28,20 +28,20 @@ def write(root, path, text):
 
 def test_each_forbidden_arrow_is_reported_with_file_and_line(tmp_path):
     write(tmp_path, "harness/cell.h", '#pragma once\n#include "harness/status.h"\n#include "cli/commands.h"\n')
-    write(tmp_path, "harness/checks/verdict.cc", '#include "harness/store/schema.h"\n')
+    write(tmp_path, "checks/verdict.cc", '#include "store/schema.h"\n')
     write(tmp_path, "reports/html.cc", '#include "harness/cell.h"\n#include "pipelines/sampler.h"\n')
     write(tmp_path, "matrix/m.cc", '#include "runners/cell_runner.h"\n#include <vector>\n')
     write(tmp_path, "pipelines/p.cc", '#include "reports/markup.h"\n#include "tolerances_toml.h"\n')
     write(tmp_path, "cli/main.cc", '#include "runners/cell_runner.h"\n#include "reports/markup.h"\n')
-    write(tmp_path, "runners/r.cc", '#include "matrix/matrix_spec.h"\n#include "harness/store/result_store.h"\n')
+    write(tmp_path, "runners/r.cc", '#include "matrix/matrix_spec.h"\n#include "store/result_store.h"\n')
     result = check(tmp_path)
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[-1] == "include layers: 5 forbidden include(s)"
     assert set(lines[:-1]) == {
         "harness/cell.h:3: harness/ may not include cli/commands.h (cli/ is not below it)",
-        "harness/checks/verdict.cc:1: harness/checks/ may not include harness/store/schema.h "
-        "(harness/store/ is not below it)",
+        "checks/verdict.cc:1: checks/ may not include store/schema.h "
+        "(store/ is not below it)",
         "matrix/m.cc:1: matrix/ may not include runners/cell_runner.h (runners/ is not below it)",
         "pipelines/p.cc:1: pipelines/ may not include reports/markup.h (reports/ is not below it)",
         "reports/html.cc:2: reports/ may not include pipelines/sampler.h (pipelines/ is not below it)",

@@ -41,7 +41,7 @@ def one_line_error(r, *fragments):
         assert fragment in r.stderr, r.stderr
 
 
-# Version 1, framegate's first schema, as its code wrote it (harness/store/schema.cc).
+# Version 1, framegate's first schema, as its code wrote it (store/schema.cc).
 V1_SCHEMA = """
 CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL,
   finished_at TEXT NOT NULL DEFAULT '', state TEXT NOT NULL, host TEXT NOT NULL DEFAULT '',

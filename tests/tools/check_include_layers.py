@@ -5,7 +5,7 @@ Includes run one way, top to bottom:
   cli/                                   the command; may include everything below
   runners/, reports/                     reports/ includes neither runners/ nor pipelines/
   pipelines/, matrix/, golden/           matrix/ and golden/ may include pipelines/
-  harness/checks/, harness/store/        may include the vocabulary (harness/*.h) only
+  checks/, store/                        may include the vocabulary (harness/*.h) only
   harness/                               the vocabulary: includes only itself
 bench/, fuzz/ and tests/ are drivers and may include anything.
 Usage: check_include_layers.py [REPO_ROOT]; prints every forbidden include, exit 1 if any.
@@ -17,24 +17,20 @@ import sys
 # Folder of a source -> the folders its project includes may come from.
 ALLOWED = {
     "harness": {"harness"},
-    "harness/checks": {"harness", "harness/checks"},
-    "harness/store": {"harness", "harness/store"},
-    "pipelines": {"harness", "harness/checks", "pipelines"},
-    "golden": {"harness", "harness/checks", "pipelines", "golden"},
-    "matrix": {"harness", "harness/checks", "pipelines", "matrix"},
-    "runners": {"harness", "harness/checks", "harness/store", "pipelines", "matrix", "golden",
-                "runners"},
-    "reports": {"harness", "harness/checks", "harness/store", "reports"},
+    "checks": {"harness", "checks"},
+    "store": {"harness", "store"},
+    "pipelines": {"harness", "checks", "pipelines"},
+    "golden": {"harness", "checks", "pipelines", "golden"},
+    "matrix": {"harness", "checks", "pipelines", "matrix"},
+    "runners": {"harness", "checks", "store", "pipelines", "matrix", "golden", "runners"},
+    "reports": {"harness", "checks", "store", "reports"},
 }
-PROJECT_ROOTS = ("harness", "pipelines", "golden", "matrix", "runners", "reports", "cli")
+PROJECT_ROOTS = ("harness", "checks", "store", "pipelines", "golden", "matrix", "runners", "reports", "cli")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
 def layer_of(path: pathlib.PurePosixPath) -> str:
-    parts = path.parts
-    if parts[0] == "harness" and len(parts) > 2 and parts[1] in ("checks", "store"):
-        return f"harness/{parts[1]}"
-    return parts[0]
+    return path.parts[0]
 
 
 def violations(root: pathlib.Path):

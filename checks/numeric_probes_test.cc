@@ -1,0 +1,50 @@
+#include "checks/numeric_probes.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+namespace framegate {
+namespace {
+
+TEST(NumericProbesTest, FirstNonfiniteIsTheFirstObservedStepAndModule) {
+  NumericProbes probes;
+  probes.Observe("a", 0, at::ones({4}), c10::kHalf);
+  probes.Observe("b", 1, at::tensor({1.0f, std::numeric_limits<float>::infinity()}), c10::kHalf);
+  probes.Observe("c", 1, at::tensor({std::nanf("")}), c10::kHalf);
+  ASSERT_TRUE(probes.first_nonfinite().found);
+  EXPECT_EQ(probes.first_nonfinite().step, 1);
+  EXPECT_EQ(probes.first_nonfinite().module, "b");
+  EXPECT_EQ(probes.first_nonfinite().count.inf, 1);
+}
+
+TEST(NumericProbesTest, HeadroomAndOverflowAgainstTheLimitsDtype) {
+  NumericProbes probes;
+  probes.Observe("wide", 0, at::tensor({1.0f, -60000.0f, 70000.0f, 1e-6f}), c10::kHalf);
+  probes.Observe("small", 0, at::tensor({0.5f, 2.0f}), c10::kHalf);
+  probes.Observe("zero", 0, at::zeros({3}), c10::kHalf);
+  const std::vector<ModuleProbe> least = probes.LeastHeadroom(2);
+  ASSERT_EQ(least.size(), 2u);
+  EXPECT_EQ(least[0].module, "wide");
+  EXPECT_EQ(least[0].dtype, "float16");
+  EXPECT_DOUBLE_EQ(least[0].absmax, 70000.0);
+  EXPECT_NEAR(least[0].headroom_bits, std::log2(65504.0 / 70000.0), 1e-12);  // negative: overflowed
+  EXPECT_DOUBLE_EQ(least[0].overflow_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(least[0].underflow_fraction, 0.25);  // 1e-6 < 6.1e-5
+  EXPECT_EQ(least[1].module, "small");
+  EXPECT_NEAR(least[1].headroom_bits, std::log2(65504.0 / 2.0), 1e-12);
+  EXPECT_FALSE(probes.first_nonfinite().found);
+}
+
+TEST(NumericProbesTest, WithoutRangesOnlyLocalises) {
+  NumericProbes probes(/*ranges=*/false);
+  probes.Observe("a", 3, at::tensor({std::nanf("")}), c10::kFloat);
+  EXPECT_TRUE(probes.LeastHeadroom(5).empty());
+  EXPECT_EQ(probes.first_nonfinite().step, 3);
+}
+
+}  // namespace
+}  // namespace framegate

@@ -1,0 +1,117 @@
+#include "checks/tolerance.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "harness/toml_source.h"
+
+#include "tolerances_toml.h"
+
+namespace framegate {
+namespace {
+
+// The keys of a profile: TOML key -> metric and direction.
+struct BoundKey {
+  const char* key;
+  const char* metric;
+  bool is_min;
+};
+constexpr BoundKey kBoundKeys[] = {
+    {"min_psnr", "min_psnr", true},
+    {"min_mean_ssim", "mean_ssim", true},
+    {"min_ssim", "min_ssim", true},
+    {"max_abs", "max_abs", false},
+    {"max_rel_l2", "rel_l2", false},
+    {"max_temporal_rel_l2", "temporal_rel_l2", false},
+    {"min_latent_cosine", "latent_cosine", true},
+    {"max_fp64_ratio", "fp64_error_ratio", false},
+};
+
+std::string Format(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string ToleranceViolation::Reason() const {
+  if (std::isnan(value)) return bound.metric + " nan (not a number)";
+  return bound.metric + " " + Format(value) + (bound.is_min ? " < " : " > ") + Format(bound.bound);
+}
+
+StatusOr<std::vector<ToleranceProfile>> ParseToleranceProfiles(const std::string& text,
+                                                               const std::string& source) {
+  StatusOr<toml::table> parsed = ParseTomlText(text, source);
+  if (!parsed.ok()) return parsed.status();
+  const toml::table& root = *parsed;
+  const auto where = [&](const toml::node& n) { return TomlPlace(source, n.source()) + ": "; };
+  std::vector<ToleranceProfile> profiles;
+  for (const auto& [top, node] : root) {
+    if (top.str() != "profile" || !node.is_table()) {
+      return Status::InvalidInput(where(node) + "unknown key '" + std::string(top.str()) +
+                                  "' (expected [profile.NAME] tables)");
+    }
+    for (const auto& [name, table] : *node.as_table()) {
+      if (!table.is_table()) return Status::InvalidInput(where(table) + "profile must be a table");
+      ToleranceProfile profile;
+      profile.name = std::string(name.str());
+      for (const BoundKey& k : kBoundKeys) {
+        const toml::node* v = table.as_table()->get(k.key);
+        if (v == nullptr) continue;
+        const std::optional<double> number = v->value<double>();
+        if (!number) {
+          return Status::InvalidInput(where(*v) + "profile '" + profile.name + "': " + k.key +
+                                      " must be a number");
+        }
+        profile.bounds.push_back({k.metric, k.is_min, *number});
+      }
+      for (const auto& [key, v] : *table.as_table()) {
+        bool known = false;
+        for (const BoundKey& k : kBoundKeys) known |= key.str() == k.key;
+        if (!known) {
+          return Status::InvalidInput(where(v) + "profile '" + profile.name + "': unknown key '" +
+                                      std::string(key.str()) + "'");
+        }
+      }
+      profiles.push_back(std::move(profile));
+    }
+  }
+  return profiles;
+}
+
+const std::vector<ToleranceProfile>& ShippedToleranceProfiles() {
+  static const std::vector<ToleranceProfile> profiles = [] {
+    StatusOr<std::vector<ToleranceProfile>> parsed =
+        ParseToleranceProfiles(kShippedTolerancesToml, "checks/tolerances.toml");
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "framegate: internal error: %s\n", parsed.status().message().c_str());
+      std::abort();
+    }
+    return *parsed;
+  }();
+  return profiles;
+}
+
+StatusOr<ToleranceProfile> FindToleranceProfile(const std::string& name) {
+  std::string known;
+  for (const ToleranceProfile& p : ShippedToleranceProfiles()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  return Status::InvalidInput("unknown tolerance profile '" + name + "' (known: " + known + ")");
+}
+
+std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile,
+                                                 const ComparisonMetrics& metrics) {
+  for (const NamedMetric& m : NamedMetrics(metrics)) {
+    for (const ToleranceBound& b : profile.bounds) {
+      if (b.metric != m.name) continue;
+      const bool ok = b.is_min ? m.value >= b.bound : m.value <= b.bound;  // NaN: false
+      if (!ok) return ToleranceViolation{b, m.value};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace framegate

@@ -1,0 +1,58 @@
+// Tolerance profiles: how close a candidate must be to its golden. One profile per dtype
+// policy, named after it (a matrix may name another). The shipped profiles are
+// checks/tolerances.toml, compiled in; docs/tolerances.md shows the measurements each
+// bound comes from.
+//
+//   [profile.NAME]
+//   min_psnr = 40.0             # dB, worst frame       (ComparisonMetrics: min_psnr)
+//   min_mean_ssim = 0.99        # mean over frames      (mean_ssim)
+//   min_ssim = 0.99             # worst frame           (min_ssim)
+//   max_abs = 0.05              # largest |error|       (max_abs)
+//   max_rel_l2 = 0.01           #                       (rel_l2)
+//   min_latent_cosine = 0.999   #                       (latent_cosine)
+//   max_temporal_rel_l2 = 0.02  #                       (temporal_rel_l2)
+//   max_fp64_ratio = 4.0        # only with --fp64-ref  (fp64_error_ratio)
+// Every key is optional: a missing key is not checked.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/cell_result.h"
+#include "harness/status.h"
+
+namespace framegate {
+
+struct ToleranceBound {
+  std::string metric;  // a NamedMetrics() name
+  bool is_min;         // value must be >= bound (else <= bound)
+  double bound;
+};
+
+struct ToleranceProfile {
+  std::string name;
+  std::vector<ToleranceBound> bounds;  // in NamedMetrics() order
+};
+
+struct ToleranceViolation {
+  ToleranceBound bound;
+  double value;
+  // "min_psnr 23.41 < 40" / "max_abs 0.31 > 0.05" / "min_psnr nan (not a number)"
+  std::string Reason() const;
+};
+
+// Errors name `source`, line:column and the problem (unknown key, not a number).
+StatusOr<std::vector<ToleranceProfile>> ParseToleranceProfiles(const std::string& toml_text,
+                                                               const std::string& source);
+const std::vector<ToleranceProfile>& ShippedToleranceProfiles();
+// A shipped profile by name; InvalidInput listing the known names otherwise.
+StatusOr<ToleranceProfile> FindToleranceProfile(const std::string& name);
+
+// The first bound (in NamedMetrics() order) the metrics break; NaN breaks every bound.
+// A bound on a metric the metrics do not have (fp64_error_ratio without --fp64-ref) is
+// skipped.
+std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile,
+                                                 const ComparisonMetrics& metrics);
+
+}  // namespace framegate

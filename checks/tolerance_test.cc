@@ -1,0 +1,49 @@
+#include "checks/tolerance.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "harness/cell_status.h"
+
+namespace framegate {
+namespace {
+
+ComparisonMetrics Metrics(double min_psnr, double max_abs) {
+  ComparisonMetrics m;
+  m.video.min_psnr = min_psnr;
+  m.video.mean_ssim = m.video.min_ssim = 0.999;
+  m.video.max_abs = max_abs;
+  m.latent_cosine = 1.0;
+  return m;
+}
+
+TEST(ToleranceTest, FirstViolationNamesMetricValueAndBound) {
+  StatusOr<std::vector<ToleranceProfile>> p = ParseToleranceProfiles(
+      "[profile.x]\nmin_psnr = 30.0\nmax_abs = 0.1\nmax_fp64_ratio = 2.0\n", "t.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const ToleranceProfile& x = p->at(0);
+  EXPECT_FALSE(FirstViolation(x, Metrics(35, 0.05)));  // fp64 bound skipped: no ratio
+  auto v = FirstViolation(x, Metrics(23.4, 0.5));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->Reason(), "min_psnr 23.4 < 30");
+  v = FirstViolation(x, Metrics(35, 0.5));
+  EXPECT_EQ(v->Reason(), "max_abs 0.5 > 0.1");
+  v = FirstViolation(x, Metrics(NAN, 0.05));
+  EXPECT_EQ(v->Reason(), "min_psnr nan (not a number)");
+  EXPECT_FALSE(FirstViolation(x, Metrics(INFINITY, 0)));  // identical frames pass
+  ComparisonMetrics with_ratio = Metrics(35, 0.05);
+  with_ratio.fp64_error_ratio = 3.0;
+  EXPECT_EQ(FirstViolation(x, with_ratio)->Reason(), "fp64_error_ratio 3 > 2");
+}
+
+TEST(ToleranceTest, ParseErrorsNameFileLineAndKey) {
+  auto r = ParseToleranceProfiles("[profile.x]\nmin_psnr = 30.0\nmin_pnsr = 3.0\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "t.toml:3:12: profile 'x': unknown key 'min_pnsr'");
+  r = ParseToleranceProfiles("[profile.x]\nmax_abs = \"big\"\n", "t.toml");
+  EXPECT_EQ(r.status().message(), "t.toml:2:11: profile 'x': max_abs must be a number");
+}
+
+}  // namespace
+}  // namespace framegate

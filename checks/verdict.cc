@@ -1,0 +1,61 @@
+#include "checks/verdict.h"
+
+#include <cassert>
+
+namespace framegate {
+namespace {
+
+std::string NonfiniteReason(const FrameHealth& h, const FirstNonfinite& first) {
+  if (first.found) {
+    const std::string kind = first.count.nan > 0 ? "NaN" : "Inf";
+    return kind + " at " + (first.step < 0 ? std::string("decode") : "step " + std::to_string(first.step)) +
+           " in " + first.module + (first.op.empty() ? "" : " (" + first.op + ")");
+  }
+  if (h.first_nonfinite_step >= 0) {
+    const NonfiniteCount& c = h.step_latents[h.first_nonfinite_step];
+    return std::string(c.nan > 0 ? "NaN" : "Inf") + " in the latents after step " +
+           std::to_string(h.first_nonfinite_step);
+  }
+  return std::string(h.decoded.nan > 0 ? "NaN" : "Inf") + " in the decoded frames (" +
+         std::to_string(h.decoded.nan) + " NaN, " + std::to_string(h.decoded.inf) + " Inf)";
+}
+
+Verdict Decide(const VerdictInputs& in) {
+  switch (in.run) {
+    case VerdictInputs::Run::kError:
+      return {CellStatus::kError, in.error.Reason(), ErrorClassName(in.error.cls)};
+    case VerdictInputs::Run::kUnsupported:
+      return {CellStatus::kUnsupported, in.unsupported, ""};
+    case VerdictInputs::Run::kFinished:
+      break;
+  }
+  assert(in.health != nullptr && in.first_nonfinite != nullptr);
+  const FrameHealth& h = *in.health;
+  if (h.first_nonfinite_step >= 0 || h.decoded.any() || h.defect == FrameDefect::kNonfinite ||
+      in.first_nonfinite->found) {
+    return {CellStatus::kNonfinite, NonfiniteReason(h, *in.first_nonfinite), ""};
+  }
+  if (h.defect != FrameDefect::kNone) {
+    return {CellStatus::kBrokenFrames,
+            std::string(FrameDefectName(h.defect)) + ": " + std::to_string(h.defect_frames) +
+                " of " + std::to_string(h.frames.size()) + " frames",
+            ""};
+  }
+  if (in.metrics == nullptr) return {CellStatus::kUnresolved, in.unresolved, ""};
+  if (in.tolerance != nullptr) {
+    if (const auto v = FirstViolation(*in.tolerance, *in.metrics)) {
+      return {CellStatus::kFail, v->Reason(), ""};
+    }
+  }
+  return {CellStatus::kPass, "", ""};
+}
+
+}  // namespace
+
+Verdict DecideVerdict(const VerdictInputs& in) {
+  Verdict v = Decide(in);
+  v.status = ApplyExpectedFailure(v.status, in.expected_to_fail);
+  return v;
+}
+
+}  // namespace framegate

@@ -1,0 +1,74 @@
+#include "checks/verdict.h"
+
+#include <gtest/gtest.h>
+
+namespace framegate {
+namespace {
+
+class VerdictTest : public ::testing::Test {
+ protected:
+  VerdictInputs Finished() {
+    VerdictInputs in;
+    in.health = &health_;
+    in.first_nonfinite = &first_;
+    in.metrics = &metrics_;
+    in.tolerance = &profile_;
+    return in;
+  }
+  void SetUp() override {
+    health_.frames.assign(4, FrameDefect::kNone);
+    metrics_.video.min_psnr = 40;
+    profile_.bounds = {{"min_psnr", true, 30}};
+  }
+  FrameHealth health_;
+  FirstNonfinite first_;
+  ComparisonMetrics metrics_;
+  ToleranceProfile profile_;
+};
+
+TEST_F(VerdictTest, PassFailAndExpectedFailureFlip) {
+  EXPECT_EQ(DecideVerdict(Finished()).status, CellStatus::kPass);
+  metrics_.video.min_psnr = 20;
+  Verdict v = DecideVerdict(Finished());
+  EXPECT_EQ(v.status, CellStatus::kFail);
+  EXPECT_EQ(v.reason, "min_psnr 20 < 30");
+  VerdictInputs xfail = Finished();
+  xfail.expected_to_fail = true;
+  EXPECT_EQ(DecideVerdict(xfail).status, CellStatus::kXfail);
+  metrics_.video.min_psnr = 40;
+  EXPECT_EQ(DecideVerdict(xfail).status, CellStatus::kXpass);
+}
+
+TEST_F(VerdictTest, HealthComesBeforeToleranceAndNonfiniteBeforeBroken) {
+  health_.defect = FrameDefect::kBlack;
+  health_.defect_frames = 4;
+  Verdict v = DecideVerdict(Finished());
+  EXPECT_EQ(v.status, CellStatus::kBrokenFrames);
+  EXPECT_EQ(v.reason, "black: 4 of 4 frames");
+  first_ = {true, 3, "blocks.0.spatial_attn.logits", "", {0, 5}};
+  health_.step_latents = {{}, {}, {}, {0, 5}};
+  health_.first_nonfinite_step = 3;
+  v = DecideVerdict(Finished());
+  EXPECT_EQ(v.status, CellStatus::kNonfinite);
+  EXPECT_EQ(v.reason, "Inf at step 3 in blocks.0.spatial_attn.logits");
+}
+
+TEST_F(VerdictTest, ErrorUnsupportedAndUnresolved) {
+  VerdictInputs in;
+  in.run = VerdictInputs::Run::kError;
+  in.error = ClassifyError("mat1 and mat2 must have the same dtype", "time_embed.0");
+  Verdict v = DecideVerdict(in);
+  EXPECT_EQ(v.status, CellStatus::kError);
+  EXPECT_EQ(v.error_class, "dtype_mismatch");
+  EXPECT_EQ(v.reason.rfind("dtype_mismatch: mat1 and mat2 must have the same dtype", 0), 0u);
+  in.run = VerdictInputs::Run::kUnsupported;
+  in.unsupported = "no fp16 conv on the CPU";
+  EXPECT_EQ(DecideVerdict(in).status, CellStatus::kUnsupported);
+  VerdictInputs no_golden = Finished();
+  no_golden.metrics = nullptr;
+  no_golden.unresolved = "no golden";
+  EXPECT_EQ(DecideVerdict(no_golden).status, CellStatus::kUnresolved);
+}
+
+}  // namespace
+}  // namespace framegate

@@ -1,0 +1,66 @@
+// Loading the series `framegate regressions` analyses: the runs of a window (and the
+// baseline's runs), and per (cell, device model) the points of those runs, oldest first.
+// Internal to regressions.cc. Reads series_points, the narrow per-run copy of the columns
+// the analysis needs (one range scan per run), which is what keeps it fast at fleet scale.
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "harness/cell_status.h"
+#include "harness/status.h"
+#include "store/sqlite_db.h"
+
+namespace framegate {
+
+struct SeriesRun {
+  std::string run_id, started_at, git_sha, tags;
+  int environment = 0;  // equal for runs with the same git sha, LibTorch and CUDA versions
+                        // (the "no code change" key)
+  bool in_window = false;
+  bool tagged = false;  // carries the baseline tag
+};
+
+struct SeriesPoint {
+  int run = 0;  // index into SeriesData::runs
+  CellStatus status = CellStatus::kPass;
+  double latency = 0, min_psnr = 0, mean_ssim = 0, rel_l2 = 0;  // NaN when absent
+};
+
+struct Series {
+  std::string cell_id;
+  int model = 0, family = 0;  // indices into SeriesData::models / families
+  std::vector<SeriesPoint> points;  // oldest first
+};
+
+struct SeriesData {
+  std::vector<SeriesRun> runs;  // oldest first
+  std::vector<Series> series;
+  std::vector<std::string> models;    // device models ("NVIDIA L4")
+  std::vector<std::string> families;  // cell families ("reference:tiny cuda fp16 seed=3")
+  std::map<std::string, std::vector<std::string>> family_models;  // every model a family ran on
+};
+
+// The baseline as given on the command line, resolved.
+struct BaselineChoice {
+  enum class Kind { kLastGood, kRun, kTag } kind = Kind::kLastGood;
+  std::string name;  // run id or tag
+};
+
+// "YYYY-MM-DD" `days` before the ISO 8601 time `iso`; "" when `iso` is not one.
+std::string DaysBefore(const std::string& iso, int days);
+// Whether `since` starts with a valid YYYY-MM-DD date.
+bool IsIsoDate(const std::string& since);
+
+// Resolves "last-good" / a run id / a tag; InvalidInput naming the file when none fits.
+StatusOr<BaselineChoice> ResolveBaseline(SqliteDb& db, const std::string& baseline);
+// The newest run's started_at, "" for an empty store.
+StatusOr<std::string> NewestRunStart(SqliteDb& db);
+// Loads runs started at or after `since`, plus the baseline run (or the runs carrying the
+// baseline tag), and their points.
+StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
+                                const BaselineChoice& baseline);
+
+}  // namespace framegate

@@ -1,0 +1,180 @@
+#include "store/regressions.h"
+
+#include <gtest/gtest.h>
+
+#include "store/synthetic_results.h"
+#include "store/test_db.h"
+
+namespace framegate {
+namespace {
+
+constexpr int kNights = 10;
+const std::vector<DeviceInfo> kDevices = {{"cuda:0", "NVIDIA L4", "8.9", 0, ""},
+                                          {"cuda:1", "NVIDIA H100", "9.0", 0, ""}};
+
+std::string NightId(int night) { return "night-" + std::to_string(night); }
+
+// The history the tests judge, ten nights, two GPU models, one cell family per seed:
+//   seed 0: FAIL on the L4 for the last 3 nights, fine on the H100
+//   seed 1: FAIL on the L4 on the last night only (pending)
+//   seed 2: 20% slower on both models for the last 3 nights
+//   seed 3: latency creeping up 3% at night 3 and 3% at night 6 (each below 5%)
+//   seed 4: PASS/FAIL alternating on the L4 with one git sha (flaky)
+//   seed 5: FAIL on every night (not a new regression)
+CellResult NightResult(int seed, int device, int night) {
+  CellResult r = SyntheticCellResult(seed, "cuda:" + std::to_string(device), 0);
+  double latency = 0.5 * (1 + 0.001 * ((night * 7 + seed) % 3 - 1));  // +-0.1% jitter
+  const bool l4 = device == 0;
+  if ((seed == 0 && l4 && night >= kNights - 3) || (seed == 1 && l4 && night == kNights - 1) ||
+      (seed == 4 && l4 && night % 2 == 1) || seed == 5) {
+    r.status = CellStatus::kFail;
+    r.reason = "min_psnr 21 < 30";
+  }
+  if (seed == 2 && night >= kNights - 3) latency *= 1.2;
+  if (seed == 3) latency *= 1 + 0.03 * (night >= 3) + 0.03 * (night >= 6);
+  r.timings.generation_seconds = {latency, latency, latency};
+  return r;
+}
+
+class RegressionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = ResultStore::Open(file_.path());
+    ASSERT_TRUE(opened.ok());
+    store_ = std::move(*opened);
+    for (int night = 0; night < kNights; ++night) {
+      RunInfo info = SyntheticRunInfo(NightId(night), "2024-05-1" + std::to_string(night) +
+                                                          "T03:00:00Z");
+      if (night == 2) info.tags = "nightly,release-1.0";
+      ASSERT_TRUE(store_->BeginRun(info, kDevices).ok());
+      std::vector<CellResult> cells;
+      for (int seed = 0; seed < 6; ++seed) {
+        for (int device = 0; device < 2; ++device) cells.push_back(NightResult(seed, device, night));
+      }
+      ASSERT_TRUE(store_->RecordCells(info.run_id, cells).ok());
+    }
+  }
+
+  const RegressionFinding* Find(const RegressionReport& r, const std::string& kind,
+                                const std::string& track, int seed, bool pending = false) {
+    for (const RegressionFinding& f : r.findings) {
+      if (f.kind == kind && f.track == track && f.pending == pending &&
+          f.family == "reference:tiny cuda " + SyntheticCellResult(seed, "x", 0).cell.policy +
+                          " seed=" + std::to_string(seed)) {
+        return &f;
+      }
+    }
+    return nullptr;
+  }
+
+  TestDb file_{"regressions"};
+  std::unique_ptr<ResultStore> store_;
+};
+
+TEST_F(RegressionsTest, FlagsSustainedFailuresOnOneModelAsOneLine) {
+  StatusOr<RegressionReport> r = FindRegressions(*store_, RegressionOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->runs, kNights);
+  const RegressionFinding* f = Find(*r, "failing", "status", 0);
+  ASSERT_NE(f, nullptr) << FormatRegressions(*r);
+  EXPECT_EQ(f->models, std::vector<std::string>{"NVIDIA L4"});
+  EXPECT_EQ(f->clean_models, std::vector<std::string>{"NVIDIA H100"});
+  EXPECT_EQ(f->consecutive, 3);
+  EXPECT_EQ(f->since_run, NightId(kNights - 3));
+  EXPECT_EQ(f->last_status, "FAIL");
+  EXPECT_EQ(f->last_reason, "min_psnr 21 < 30");
+  EXPECT_NE(FormatRegressions(*r).find("on NVIDIA L4 only (not on: NVIDIA H100)"),
+            std::string::npos);
+}
+
+TEST_F(RegressionsTest, OneViolationIsPendingAndFailingAllAlongIsNotNew) {
+  StatusOr<RegressionReport> r = FindRegressions(*store_, RegressionOptions());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Find(*r, "failing", "status", 1), nullptr);
+  EXPECT_NE(Find(*r, "failing", "status", 1, /*pending=*/true), nullptr);
+  EXPECT_EQ(Find(*r, "failing", "status", 5), nullptr);
+  EXPECT_EQ(Find(*r, "failing", "status", 5, true), nullptr);
+}
+
+TEST_F(RegressionsTest, FlagsLatencyJumpsAndCreepingLatency) {
+  StatusOr<RegressionReport> r = FindRegressions(*store_, RegressionOptions());
+  ASSERT_TRUE(r.ok());
+  const RegressionFinding* slower = Find(*r, "worse", "latency_median_s", 2);
+  ASSERT_NE(slower, nullptr) << FormatRegressions(*r);
+  EXPECT_EQ(slower->models.size(), 2u);
+  EXPECT_TRUE(slower->clean_models.empty());
+  EXPECT_NEAR(slower->current / slower->baseline, 1.2, 0.01);
+  const RegressionFinding* creeping = Find(*r, "creeping", "latency_median_s", 3);
+  ASSERT_NE(creeping, nullptr) << FormatRegressions(*r);
+  ASSERT_EQ(creeping->steps.size(), 2u);
+  EXPECT_EQ(creeping->steps[0].run_id, NightId(3));
+  EXPECT_EQ(creeping->steps[1].run_id, NightId(6));
+  EXPECT_NEAR(creeping->current / creeping->baseline, 1.06, 0.003);
+  EXPECT_EQ(Find(*r, "worse", "latency_median_s", 3), nullptr);  // no single step is enough
+}
+
+TEST_F(RegressionsTest, FlakyCellsAreListedApart) {
+  StatusOr<RegressionReport> r = FindRegressions(*store_, RegressionOptions());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->flaky.size(), 1u);
+  EXPECT_EQ(r->flaky[0].model, "NVIDIA L4");
+  EXPECT_EQ(r->flaky[0].statuses, "PFPFPFPFPF");
+  EXPECT_EQ(r->flaky[0].flips, 9);
+  EXPECT_EQ(Find(*r, "failing", "status", 4), nullptr);
+  EXPECT_EQ(Find(*r, "failing", "status", 4, true), nullptr);
+  EXPECT_EQ(r->regressions(), 3);  // seed 0 failing, seed 2 slower, seed 3 creeping
+}
+
+TEST_F(RegressionsTest, BaselineRunTagAndWindow) {
+  RegressionOptions options;
+  options.baseline = NightId(5);
+  StatusOr<RegressionReport> r = FindRegressions(*store_, options);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NE(Find(*r, "failing", "status", 0), nullptr);
+  options.baseline = "release-1.0";
+  r = FindRegressions(*store_, options);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const RegressionFinding* creeping = Find(*r, "worse", "latency_median_s", 3);
+  ASSERT_NE(creeping, nullptr) << FormatRegressions(*r);  // +6% against the release
+  options = RegressionOptions();
+  options.since = "2024-05-18";  // the last two nights only
+  r = FindRegressions(*store_, options);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->runs, 2);
+  EXPECT_EQ(Find(*r, "failing", "status", 0), nullptr);  // failing all along this window
+}
+
+TEST(RegressionsOrderTest, RunsRecordedOutOfTimeOrderAreJudgedInTimeOrder) {
+  // A merged store can hold runs in any order of writing; the series must still be in
+  // started_at order: recording nights newest first finds the same regression.
+  TestDb file("regressions-order");
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok());
+  for (int night = kNights - 1; night >= 0; --night) {
+    RunInfo info = SyntheticRunInfo(NightId(night), "2024-05-1" + std::to_string(night) +
+                                                        "T03:00:00Z");
+    ASSERT_TRUE((*store)->BeginRun(info, kDevices).ok());
+    ASSERT_TRUE((*store)->RecordCells(info.run_id, {NightResult(0, 0, night),
+                                                    NightResult(0, 1, night)}).ok());
+  }
+  StatusOr<RegressionReport> r = FindRegressions(**store, RegressionOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->regressions(), 1) << FormatRegressions(*r);
+  EXPECT_EQ(r->findings[0].track, "status");
+  EXPECT_EQ(r->findings[0].since_run, NightId(kNights - 3));
+  EXPECT_EQ(r->findings[0].consecutive, 3);
+}
+
+TEST_F(RegressionsTest, BadSinceAndUnknownBaselineAreInvalidInput) {
+  RegressionOptions options;
+  options.since = "last tuesday";
+  EXPECT_EQ(FindRegressions(*store_, options).status().code(), Status::Code::kInvalidInput);
+  options = RegressionOptions();
+  options.baseline = "no-such-run-or-tag";
+  StatusOr<RegressionReport> r = FindRegressions(*store_, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no-such-run-or-tag"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace framegate
