@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,8 +49,8 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       return false;
     }
   }
-  return argc % 2 == 1 && !args->ref_path.empty() && !args->cand_path.empty() &&
-         args->repeats >= 1 && args->threads >= 0;
+  return argc % 2 == 1 && !args->ref_path.empty() && !args->cand_path.empty() && args->repeats >= 1 &&
+         args->threads >= 0;
 }
 
 // Cores this process may run on (its affinity mask), at least 1.
@@ -91,8 +91,7 @@ framegate::VideoView LoadVideo(const std::string& path, std::optional<framegate:
 int main(int argc, char** argv) {
   Args args;
   if (!ParseArgs(argc, argv, &args)) {
-    std::cerr << "usage: " << argv[0]
-              << " --ref REF.npy --cand CAND.npy [--repeats N] [--threads K]\n";
+    std::cerr << "usage: " << argv[0] << " --ref REF.npy --cand CAND.npy [--repeats N] [--threads K]\n";
     return 2;
   }
   std::optional<framegate::NpyFile> ref_file, cand_file;

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <string>
 
-#include "harness/build_info.h"
 #include "checks/numeric_probes.h"
+#include "harness/build_info.h"
 #include "pipelines/model_package.h"
 #include "pipelines/pipeline_run.h"
 #include "pipelines/sampler.h"
@@ -109,14 +109,15 @@ int main(int argc, char** argv) {
   ConfigureThreads(threads);
   benchmark::AddCustomContext("threads", std::to_string(threads));
   benchmark::AddCustomContext("package", g_package);
-  const std::pair<Mode, const char*> modes[] = {
-      {Mode::kPlain, "plain"}, {Mode::kInstrumented, "instrumented"}, {Mode::kWatch, "watch"},
-      {Mode::kRanges, "ranges"}, {Mode::kRangesSqnr, "ranges+sqnr"}};
+  const std::pair<Mode, const char*> modes[] = {{Mode::kPlain, "plain"},
+                                                {Mode::kInstrumented, "instrumented"},
+                                                {Mode::kWatch, "watch"},
+                                                {Mode::kRanges, "ranges"},
+                                                {Mode::kRangesSqnr, "ranges+sqnr"}};
   for (const char* policy : {"fp32", "bf16"}) {
     for (const auto& [mode, name] : modes) {
-      benchmark::RegisterBenchmark(
-          ("BM_PackageCell/" + std::string(policy) + "/" + name).c_str(), BM_PackageCell,
-          std::string(policy), mode)
+      benchmark::RegisterBenchmark(("BM_PackageCell/" + std::string(policy) + "/" + name).c_str(),
+                                   BM_PackageCell, std::string(policy), mode)
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.5)
           ->Repetitions(7)

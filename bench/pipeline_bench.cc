@@ -97,8 +97,7 @@ Status Load(const ReferenceSize& size, c10::Device device) {
   if (m.model != nullptr && m.size_name == size.name) return Status::Ok();
   m = BenchModel{};
   malloc_trim(0);  // the previous size's heap back to the system before this size's peak
-  StatusOr<std::unique_ptr<ReferenceModel>> model =
-      ReferenceModel::Create(size, Fp32Policy(), device);
+  StatusOr<std::unique_ptr<ReferenceModel>> model = ReferenceModel::Create(size, Fp32Policy(), device);
   if (!model.ok()) return model.status();
   const int64_t batch = StepBatch(size);
   const GenerationInputs in = DrawInputs(size.latent, 0);
@@ -118,13 +117,12 @@ Status Load(const ReferenceSize& size, c10::Device device) {
 }
 
 void SetPeakRss(benchmark::State& state) {
-  state.counters["peak_rss_bytes"] = benchmark::Counter(
-      double(PeakRssBytes()), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
+  state.counters["peak_rss_bytes"] =
+      benchmark::Counter(double(PeakRssBytes()), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
 }
 
 void SetRate(benchmark::State& state, const char* name, double per_iteration) {
-  state.counters[name] =
-      benchmark::Counter(per_iteration, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters[name] = benchmark::Counter(per_iteration, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // A [n, n] x [n, n] float32 matmul, allocated once for the whole run (its 48 MiB are in
@@ -143,8 +141,7 @@ struct MatmulProbe {
     const auto start = std::chrono::steady_clock::now();
     at::mm_out(c, a, b);
     SynchronizeDevice(device);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return 2.0 * std::pow(double(kMatmulSize), 3) * 1e-9 / seconds;
   }
 
@@ -258,8 +255,7 @@ void BM_MatmulFp32(benchmark::State& state, c10::Device device) {
 }
 
 benchmark::IterationCount IterationsFor(int64_t flops) {
-  return std::max<benchmark::IterationCount>(
-      1, std::llround(kGflopPerRepetition / (double(flops) * 1e-9)));
+  return std::max<benchmark::IterationCount>(1, std::llround(kGflopPerRepetition / (double(flops) * 1e-9)));
 }
 
 // Registers the matmul and every size that fits `device`; explains the sizes it skips
@@ -278,16 +274,15 @@ void RegisterBenchmarks(c10::Device device) {
     std::string why;
     if (size.name == "large" && !want_large) why = "FRAMEGATE_BENCH_LARGE=1 not set";
     if (why.empty() && available > 0 && need >= available) {  // 0: unknown, try it
-      why = "needs about " + FormatBytes(need) + ", " + device.str() + " has " +
-            FormatBytes(available) + " available";
+      why = "needs about " + FormatBytes(need) + ", " + device.str() + " has " + FormatBytes(available) +
+            " available";
     }
     if (!why.empty()) {
       std::cerr << "pipeline_bench: skipping size " << size.name << ": " << why << "\n";
       skipped += (skipped.empty() ? "" : "; ") + size.name + " (" + why + ")";
       continue;
     }
-    benchmark::RegisterBenchmark(("BM_DenoiserStep/" + size.name).c_str(), BM_DenoiserStep, size,
-                                 device)
+    benchmark::RegisterBenchmark(("BM_DenoiserStep/" + size.name).c_str(), BM_DenoiserStep, size, device)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->Iterations(IterationsFor(DenoiserStepFlops(size, StepBatch(size))));
@@ -331,8 +326,7 @@ int main(int argc, char** argv) {
   try {
     device = c10::Device(framegate::EnvString("FRAMEGATE_BENCH_DEVICE", "cpu"));
   } catch (const c10::Error& e) {
-    std::cerr << "pipeline_bench: bad FRAMEGATE_BENCH_DEVICE: " << e.what_without_backtrace()
-              << "\n";
+    std::cerr << "pipeline_bench: bad FRAMEGATE_BENCH_DEVICE: " << e.what_without_backtrace() << "\n";
     return 2;
   }
   framegate::Probe(device);  // allocated before the baseline RSS is taken

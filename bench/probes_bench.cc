@@ -10,9 +10,9 @@
 #include <cstring>
 #include <string>
 
-#include "harness/build_info.h"
 #include "checks/frame_health.h"
 #include "checks/numeric_probes.h"
+#include "harness/build_info.h"
 #include "pipelines/pipeline_run.h"
 
 namespace framegate {
@@ -60,9 +60,8 @@ int main(int argc, char** argv) {
       {Probes::kOff, "off"}, {Probes::kLocalise, "localise"}, {Probes::kRanges, "ranges"}};
   for (const char* policy : {"fp32", "tf32", "fp16-emulated", "fp16-emulated-fp16-accum"}) {
     for (const auto& [mode, name] : modes) {
-      benchmark::RegisterBenchmark(
-          ("BM_TinyCell/" + std::string(policy) + "/probes:" + name).c_str(), BM_TinyCell,
-          std::string(policy), mode)
+      benchmark::RegisterBenchmark(("BM_TinyCell/" + std::string(policy) + "/probes:" + name).c_str(),
+                                   BM_TinyCell, std::string(policy), mode)
           ->Unit(benchmark::kMillisecond)
           ->Iterations(1)
           ->Repetitions(7)
@@ -71,7 +70,10 @@ int main(int argc, char** argv) {
   }
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--threads") == 0) { ++i; continue; }
+    if (std::strcmp(argv[i], "--threads") == 0) {
+      ++i;
+      continue;
+    }
     args.push_back(argv[i]);
   }
   int n = static_cast<int>(args.size());

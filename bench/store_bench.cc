@@ -50,8 +50,8 @@ const std::string& HistoryPath() {
 const int kRuns = EnvInt("FRAMEGATE_STORE_BENCH_RUNS", 365);
 const int kGpus = EnvInt("FRAMEGATE_STORE_BENCH_GPUS", 100);
 const int kCells = EnvInt("FRAMEGATE_STORE_BENCH_CELLS", 200);
-const char* const kModels[] = {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4",
-                               "NVIDIA L40S", "NVIDIA RTX 6000 Ada Generation"};
+const char* const kModels[] = {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "NVIDIA L40S",
+                               "NVIDIA RTX 6000 Ada Generation"};
 constexpr SyntheticShape kHistoryShape{0, 0, 3, 0};
 
 std::string Day(int night) {
@@ -72,8 +72,8 @@ std::string NightId(int night) {
 }
 
 CellResult HistoryCell(int night, int gpu, int cell) {
-  CellResult r = SyntheticCellResult(cell, "cuda:" + std::to_string(gpu),
-                                     static_cast<uint64_t>(night), kHistoryShape);
+  CellResult r =
+      SyntheticCellResult(cell, "cuda:" + std::to_string(gpu), static_cast<uint64_t>(night), kHistoryShape);
   const std::string model = kModels[gpu % 5];
   if ((cell == 7 && model == "NVIDIA L4" && night >= kRuns - 5) ||
       (cell == 13 && gpu % 5 == 0 && night >= 300 && night % 2)) {
@@ -96,8 +96,7 @@ bool EnsureHistory() {
   StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(HistoryPath());
   if (!store.ok()) return std::cerr << store.status().message() << "\n", false;
   StatusOr<std::vector<RunInfo>> runs = (*store)->ListRuns();
-  if (runs.ok() && static_cast<int>(runs->size()) == kRuns &&
-      runs->back().state == "finished") {
+  if (runs.ok() && static_cast<int>(runs->size()) == kRuns && runs->back().state == "finished") {
     return true;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -120,8 +119,7 @@ bool EnsureHistory() {
     }
     if (!(*store)->FinishRun(info.run_id, "finished", Day(night)).ok()) return false;
     if (night % 10 == 9 || night == kRuns - 1) {
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::cerr << "history: " << night + 1 << "/" << kRuns << " nights, "
                 << static_cast<int64_t>((night + 1.0) * kGpus * kCells / s) << " cells/s, "
                 << FileBytes(HistoryPath()) / (1 << 20) << " MiB\n";
@@ -144,8 +142,8 @@ void BM_Insert(benchmark::State& state) {
   (void)store->BeginRun(SyntheticRunInfo("insert", Day(0)), {});
   std::vector<CellResult> cells;
   for (int i = 0; i < 1000; ++i) {
-    cells.push_back(SyntheticCellResult(i, "cuda:" + std::to_string(i % 8), 1,
-                                        full ? SyntheticShape{} : kHistoryShape));
+    cells.push_back(
+        SyntheticCellResult(i, "cuda:" + std::to_string(i % 8), 1, full ? SyntheticShape{} : kHistoryShape));
   }
   int64_t written = 0;
   for (auto _ : state) {
@@ -157,26 +155,30 @@ void BM_Insert(benchmark::State& state) {
     }
   }
   state.counters["cells/s"] = benchmark::Counter(static_cast<double>(written), benchmark::Counter::kIsRate);
-  state.counters["bytes/cell"] = static_cast<double>(FileBytes(path) + FileBytes(path + "-wal")) /
-                                 static_cast<double>(written);
+  state.counters["bytes/cell"] =
+      static_cast<double>(FileBytes(path) + FileBytes(path + "-wal")) / static_cast<double>(written);
   store.reset();
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
 }
-BENCHMARK(BM_Insert)->ArgNames({"full", "batch"})->Args({1, 1000})->Args({0, 1000})
-    ->Args({1, 1})->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Insert)
+    ->ArgNames({"full", "batch"})
+    ->Args({1, 1000})
+    ->Args({0, 1000})
+    ->Args({1, 1})
+    ->Iterations(5)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_History(benchmark::State& state) {
   int cell = 0;
   for (auto _ : state) {
     const std::string id = HistoryCell(0, cell % kGpus, (cell * 37) % kCells).cell.Id();
     ++cell;
-    StatusOr<std::vector<HistoryPoint>> points =
-        History().CellHistory(id, static_cast<int>(state.range(0)));
+    StatusOr<std::vector<HistoryPoint>> points = History().CellHistory(id, static_cast<int>(state.range(0)));
     if (!points.ok() || points->empty()) state.SkipWithError("no history");
   }
 }
-BENCHMARK(BM_History)->Arg(30)->Arg(400)->Iterations(20)->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_History)->Arg(30)->Arg(400)->Iterations(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Regressions(benchmark::State& state) {
   RegressionOptions options;
@@ -195,7 +197,12 @@ void BM_Regressions(benchmark::State& state) {
   state.counters["flaky"] = flaky;
   state.counters["series"] = series;
 }
-BENCHMARK(BM_Regressions)->Arg(14)->Arg(30)->Arg(7)->Iterations(5)->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_Regressions)
+    ->Arg(14)
+    ->Arg(30)
+    ->Arg(7)
+    ->Iterations(5)
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 void BM_Compare(benchmark::State& state) {
@@ -215,10 +222,9 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (!framegate::EnsureHistory()) return 2;
   const std::string& path = framegate::HistoryPath();
-  std::cerr << "history: " << path << ", " << framegate::kRuns << " x " << framegate::kGpus
-            << " x " << framegate::kCells << " cells, "
-            << (framegate::FileBytes(path) + framegate::FileBytes(path + "-wal")) / (1 << 20)
-            << " MiB\n";
+  std::cerr << "history: " << path << ", " << framegate::kRuns << " x " << framegate::kGpus << " x "
+            << framegate::kCells << " cells, "
+            << (framegate::FileBytes(path) + framegate::FileBytes(path + "-wal")) / (1 << 20) << " MiB\n";
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -24,10 +24,9 @@ VideoView ViewOf(const at::Tensor& v) {
 }  // namespace
 
 FrameHealth AssessFrameHealth(const at::Tensor& decoded, const at::Tensor& frames,
-                              const at::Tensor& golden_frames,
-                              std::vector<NonfiniteCount> step_latents,
+                              const at::Tensor& golden_frames, std::vector<NonfiniteCount> step_latents,
                               const FrameHealthThresholds& thresholds) {
-  const at::Tensor dec = decoded.detach().to(at::kCPU, at::kFloat);  // [1, 3, T, H, W]
+  const at::Tensor dec = decoded.detach().to(at::kCPU, at::kFloat);            // [1, 3, T, H, W]
   const at::Tensor f = frames.detach().to(at::kCPU, at::kFloat).contiguous();  // [T, H, W, 3]
   const int64_t num_frames = f.size(0);
   // The decoder output's counts per frame (dimension 2), all zero in the common case.

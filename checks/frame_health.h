@@ -4,8 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "harness/cell_result.h"
 #include "checks/video_health.h"
+#include "harness/cell_result.h"
 
 namespace framegate {
 
@@ -17,8 +17,7 @@ NonfiniteCount CountNonfinite(const at::Tensor& t);
 // frozen frames are not looked for). step_latents: per-step counts gathered during the
 // run (copied in; first_nonfinite_step derived from them).
 FrameHealth AssessFrameHealth(const at::Tensor& decoded, const at::Tensor& frames,
-                              const at::Tensor& golden_frames,
-                              std::vector<NonfiniteCount> step_latents,
+                              const at::Tensor& golden_frames, std::vector<NonfiniteCount> step_latents,
                               const FrameHealthThresholds& thresholds = {});
 
 }  // namespace framegate

@@ -14,8 +14,7 @@
 // baseline (SSE2), where a float32 vector is 4 lanes wide; AVX2 has 8, AVX-512 16.
 // Elsewhere (clang, other CPUs) one baseline version.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FRAMEGATE_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define FRAMEGATE_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FRAMEGATE_SIMD_CLONES
 #endif

@@ -62,8 +62,7 @@ std::array<float, kTaps> GaussianTaps() {
 // out[j] = sum_k taps[k] * src[k][j] for j < n, n a multiple of kBlock: one 11-tap
 // filter, horizontal (src[k] = row + k * channels) or vertical (src[k] = row k of the
 // window). Symmetric taps are folded: 6 products, not 11.
-FRAMEGATE_INLINE void Filter11(const float* taps, const float* const src[kTaps], int64_t n,
-                               float* out) {
+FRAMEGATE_INLINE void Filter11(const float* taps, const float* const src[kTaps], int64_t n, float* out) {
   // Local copies, so that the compiler keeps the 11 pointers and 6 taps in registers.
   const float *s0 = src[0], *s1 = src[1], *s2 = src[2], *s3 = src[3], *s4 = src[4];
   const float *s5 = src[5], *s6 = src[6], *s7 = src[7], *s8 = src[8], *s9 = src[9];
@@ -106,14 +105,14 @@ double SafeRatio(double num, double den) {
 // SSIM formula and the sums over the frame are in double.
 struct SsimBuffers {
   int64_t channels = 0;
-  int64_t row_len = 0;         // width * channels
-  int64_t out_len = 0;         // (width - 2 * kRadius) * channels: the valid part of a row
-  int64_t out_padded = 0;      // out_len rounded up to kBlock
-  int64_t in_padded = 0;       // >= out_padded + 2 * kRadius * channels; a block multiple
-  std::vector<float> centre;   // [2, in_padded]: x's and y's centre per value, 0 past row_len
-  std::vector<float> products; // [kNumMaps, in_padded], zero past row_len
-  std::vector<float> ring;     // [kTaps, kNumMaps, out_padded], row r at slot r % kTaps
-  std::vector<float> means;    // [kNumMaps, out_padded]: local means of one valid row
+  int64_t row_len = 0;          // width * channels
+  int64_t out_len = 0;          // (width - 2 * kRadius) * channels: the valid part of a row
+  int64_t out_padded = 0;       // out_len rounded up to kBlock
+  int64_t in_padded = 0;        // >= out_padded + 2 * kRadius * channels; a block multiple
+  std::vector<float> centre;    // [2, in_padded]: x's and y's centre per value, 0 past row_len
+  std::vector<float> products;  // [kNumMaps, in_padded], zero past row_len
+  std::vector<float> ring;      // [kTaps, kNumMaps, out_padded], row r at slot r % kTaps
+  std::vector<float> means;     // [kNumMaps, out_padded]: local means of one valid row
 
   void Resize(const FrameView& frame);
 };
@@ -136,8 +135,7 @@ void SsimBuffers::Resize(const FrameView& frame) {
 // values of a sparse grid (kCentreRows rows, up to 64 columns) over the frame, 0 when
 // there are none. Any constant would be exact; one near the local means keeps float32's
 // rounding small, and a median is not pulled away from them by a few outliers.
-void FillCentre(const FrameView& frame, float* centre, int64_t row_len,
-                std::vector<float>* samples) {
+void FillCentre(const FrameView& frame, float* centre, int64_t row_len, std::vector<float>* samples) {
   const int64_t channels = frame.channels;
   const int64_t row_step = std::max<int64_t>(1, frame.height / kCentreRows);
   const int64_t col_step = std::max<int64_t>(1, frame.width / kCentreCols);
@@ -205,8 +203,7 @@ FRAMEGATE_INLINE double SsimRowSum(SsimBuffers& b, const float* taps, int64_t fi
   // A ring slot holds its kNumMaps rows back to back, as means does: one filter call
   // covers every map.
   const float* src[kTaps];
-  for (int k = 0; k < kTaps; ++k)
-    src[k] = &b.ring[((first_row + k) % kTaps) * kNumMaps * out_padded];
+  for (int k = 0; k < kTaps; ++k) src[k] = &b.ring[((first_row + k) % kTaps) * kNumMaps * out_padded];
   Filter11(taps, src, kNumMaps * out_padded, b.means.data());
   const float* mx = &b.means[kX * out_padded];
   const float* my = &b.means[kY * out_padded];
@@ -258,8 +255,7 @@ FRAMEGATE_SIMD_CLONES double SsimSum(SsimBuffers& b, const float* taps, const Fr
 class SsimEngine {
  public:
   double Compute(const FrameView& ref, const FrameView& cand) {
-    assert(ref.height == cand.height && ref.width == cand.width &&
-           ref.channels == cand.channels);
+    assert(ref.height == cand.height && ref.width == cand.width && ref.channels == cand.channels);
     if (ref.height < kTaps || ref.width < kTaps || ref.channels < 1) return kNaN;
     buffers_.Resize(ref);
     FillCentre(ref, &buffers_.centre[0], buffers_.row_len, &samples_);
@@ -354,7 +350,8 @@ struct LaneSums {
 
 // The sums of frame t (r0, c0; n values each). r1, c1: frame t + 1, or null for the last
 // frame (no temporal sums). One pass, so each frame is read from memory once.
-FRAMEGATE_SIMD_CLONES FrameSums ErrorSums(const float* r0, const float* c0, const float* r1, const float* c1, int64_t n) {
+FRAMEGATE_SIMD_CLONES FrameSums ErrorSums(const float* r0, const float* c0, const float* r1, const float* c1,
+                                          int64_t n) {
   LaneSums lanes;
   auto add_error = [&](int l, int64_t i) {
     const double d = static_cast<double>(c0[i]) - r0[i];
@@ -407,8 +404,7 @@ Status CheckSameShape(const VideoView& ref, const VideoView& cand) {
   for (const VideoView* v : {&ref, &cand}) {
     const char* name = v == &ref ? "reference" : "candidate";
     if (v->frames < 0 || v->height < 0 || v->width < 0 || v->channels < 0) {
-      return Status::InvalidInput(std::string(name) +
-                                  " has a negative dimension: " + v->ShapeString());
+      return Status::InvalidInput(std::string(name) + " has a negative dimension: " + v->ShapeString());
     }
     if (v->data == nullptr && v->NumElements() > 0) {
       return Status::InvalidInput(std::string(name) + " " + v->ShapeString() + " has no data");
@@ -416,8 +412,8 @@ Status CheckSameShape(const VideoView& ref, const VideoView& cand) {
   }
   if (ref.frames != cand.frames || ref.height != cand.height || ref.width != cand.width ||
       ref.channels != cand.channels) {
-    return Status::InvalidInput("shape mismatch: reference " + ref.ShapeString() +
-                                " vs candidate " + cand.ShapeString());
+    return Status::InvalidInput("shape mismatch: reference " + ref.ShapeString() + " vs candidate " +
+                                cand.ShapeString());
   }
   return Status::Ok();
 }

@@ -117,8 +117,7 @@ INSTANTIATE_TEST_SUITE_P(ScikitImageVectors, MetricVectorsTest,
 
 // SSIM straight from the definition: a 2D 11x11 Gaussian window at every valid pixel,
 // variances apart (no shortcut of the optimized code), averaged over pixels and channels.
-double NaiveSsim(const std::vector<float>& x, const std::vector<float>& y, int64_t h, int64_t w,
-                 int64_t c) {
+double NaiveSsim(const std::vector<float>& x, const std::vector<float>& y, int64_t h, int64_t w, int64_t c) {
   double g[11], gsum = 0.0;
   for (int k = 0; k < 11; ++k) gsum += g[k] = std::exp(-(k - 5.0) * (k - 5.0) / (2 * 1.5 * 1.5));
   for (double& v : g) v /= gsum;
@@ -210,8 +209,7 @@ TEST(FrameMetricsTest, TemporalErrorSeesAFrozenCandidate) {
   Video frozen = ref;
   const int64_t frame_len = ref.height * ref.width * ref.channels;
   for (int64_t t = 1; t < ref.frames; ++t) {
-    std::copy(ref.values.begin(), ref.values.begin() + frame_len,
-              frozen.values.begin() + t * frame_len);
+    std::copy(ref.values.begin(), ref.values.begin() + frame_len, frozen.values.begin() + t * frame_len);
   }
   const VideoMetrics m = ComputeVideoMetrics(ref.View(), frozen.View());
   // dc = 0 everywhere, so ||dc - dr|| = ||dr||.
@@ -234,9 +232,7 @@ TEST(FrameMetricsTest, ZeroDenominatorsFollowTheDocumentedRule) {
   EXPECT_EQ(ComputeVideoMetrics(ones.View(), moving.View()).temporal_rel_l2, kInf);
   // A single frame has no changes to compare.
   const Video one_frame = MovingPattern(1, 16, 16, 0);
-  EXPECT_EQ(
-      ComputeVideoMetrics(one_frame.View(), AddNoise(one_frame, 0.1, 3).View()).temporal_rel_l2,
-      0.0);
+  EXPECT_EQ(ComputeVideoMetrics(one_frame.View(), AddNoise(one_frame, 0.1, 3).View()).temporal_rel_l2, 0.0);
 }
 
 TEST(FrameMetricsTest, NanInTheCandidateIsNeverAGoodScore) {
@@ -301,8 +297,10 @@ TEST(FrameMetricsTest, VideoCosineIsTheCosineOfTheFlatVideos) {
   const Video ref = MovingPattern(5, 24, 37, 2);  // 37 * 3 values a row: not a block multiple
   const Video cand = AddNoise(ref, 0.05, 3);
   const VideoMetrics m = ComputeVideoMetrics(ref.View(), cand.View(), {2});
-  EXPECT_NEAR(m.cosine, CosineSimilarity(ref.values.data(), cand.values.data(),
-                                         static_cast<int64_t>(ref.values.size())), 1e-14);
+  EXPECT_NEAR(
+      m.cosine,
+      CosineSimilarity(ref.values.data(), cand.values.data(), static_cast<int64_t>(ref.values.size())),
+      1e-14);
   EXPECT_LT(m.cosine, 1.0);
   EXPECT_EQ(ComputeVideoMetrics(ref.View(), ref.View()).cosine, 1.0);
   const Video empty = MakeVideo(0, 24, 37);

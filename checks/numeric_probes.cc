@@ -19,8 +19,10 @@ struct DtypeLimits {
 
 DtypeLimits LimitsOf(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::kHalf: return {65504.0, 6.103515625e-05, "float16"};
-    case c10::kBFloat16: return {3.3895313892515355e38, 1.1754943508222875e-38, "bfloat16"};
+    case c10::kHalf:
+      return {65504.0, 6.103515625e-05, "float16"};
+    case c10::kBFloat16:
+      return {3.3895313892515355e38, 1.1754943508222875e-38, "bfloat16"};
     case c10::kDouble:
       return {std::numeric_limits<double>::max(), std::numeric_limits<double>::min(), "float64"};
     default:
@@ -46,7 +48,10 @@ RangeScan ScanValues(const T* p, int64_t n, const DtypeLimits& lim) {
   for (int64_t i = 0; i < n; ++i) {
     const float a = std::fabs(static_cast<float>(p[i]));
     if (!(a <= std::numeric_limits<float>::max())) {
-      if (std::isnan(a)) ++r.nonfinite.nan; else ++r.nonfinite.inf;
+      if (std::isnan(a))
+        ++r.nonfinite.nan;
+      else
+        ++r.nonfinite.inf;
       continue;
     }
     absmax = std::max(absmax, a);
@@ -62,10 +67,14 @@ RangeScan ScanValues(const T* p, int64_t n, const DtypeLimits& lim) {
 RangeScan Scan(const at::Tensor& value, const DtypeLimits& lim) {
   if (value.device().is_cpu() && value.is_contiguous()) {
     switch (value.scalar_type()) {
-      case at::kFloat: return ScanValues(value.data_ptr<float>(), value.numel(), lim);
-      case at::kBFloat16: return ScanValues(value.data_ptr<c10::BFloat16>(), value.numel(), lim);
-      case at::kHalf: return ScanValues(value.data_ptr<c10::Half>(), value.numel(), lim);
-      default: break;
+      case at::kFloat:
+        return ScanValues(value.data_ptr<float>(), value.numel(), lim);
+      case at::kBFloat16:
+        return ScanValues(value.data_ptr<c10::BFloat16>(), value.numel(), lim);
+      case at::kHalf:
+        return ScanValues(value.data_ptr<c10::Half>(), value.numel(), lim);
+      default:
+        break;
     }
   }
   const at::Tensor f = value.detach().to(at::kCPU, at::kFloat).contiguous();
@@ -126,8 +135,7 @@ std::vector<ModuleProbe> NumericProbes::All() const {
     p.absmax = r.absmax;
     p.overflow_fraction = r.values ? static_cast<double>(r.overflow) / r.values : 0;
     p.underflow_fraction = r.values ? static_cast<double>(r.underflow) / r.values : 0;
-    p.headroom_bits = r.absmax > 0 ? std::log2(lim.max / r.absmax)
-                                   : std::numeric_limits<double>::infinity();
+    p.headroom_bits = r.absmax > 0 ? std::log2(lim.max / r.absmax) : std::numeric_limits<double>::infinity();
     const auto e = errors_by_module_.find(module);
     if (e != errors_by_module_.end()) {
       // NaN when x went non-finite (diff is NaN): an SQNR cannot be read then.

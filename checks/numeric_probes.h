@@ -26,8 +26,8 @@ class NumericProbes {
   // `op`: "" for the module's own output, else the op inside `module` that produced
   // `value` ("aten::log"); ranges count both under `module`, only module outputs are
   // kept or compared for SQNR.
-  void Observe(const std::string& module, int step, const at::Tensor& value,
-               c10::ScalarType limits, const std::string& op = "");
+  void Observe(const std::string& module, int step, const at::Tensor& value, c10::ScalarType limits,
+               const std::string& op = "");
 
   // This run is the reference (the cell's FP32 run): keep a float32 copy of every
   // module output, keyed by (step, module, occurrence in that step).
@@ -58,8 +58,8 @@ class NumericProbes {
   std::map<std::string, Range> ranges_by_module_;
   bool keep_outputs_ = false;
   const NumericProbes* reference_ = nullptr;
-  std::map<std::string, int> occurrences_;          // "module@step" -> outputs seen
-  std::map<std::string, at::Tensor> outputs_;       // "module@step#k" -> float32 copy
+  std::map<std::string, int> occurrences_;     // "module@step" -> outputs seen
+  std::map<std::string, at::Tensor> outputs_;  // "module@step#k" -> float32 copy
   std::map<std::string, ErrorSums> errors_by_module_;
 };
 

@@ -19,8 +19,8 @@ ComparisonMetrics Metrics(double min_psnr, double max_abs) {
 }
 
 TEST(ToleranceTest, FirstViolationNamesMetricValueAndBound) {
-  StatusOr<std::vector<ToleranceProfile>> p = ParseToleranceProfiles(
-      "[profile.x]\nmin_psnr = 30.0\nmax_abs = 0.1\nmax_fp64_ratio = 2.0\n", "t.toml");
+  StatusOr<std::vector<ToleranceProfile>> p =
+      ParseToleranceProfiles("[profile.x]\nmin_psnr = 30.0\nmax_abs = 0.1\nmax_fp64_ratio = 2.0\n", "t.toml");
   ASSERT_TRUE(p.ok()) << p.status().message();
   const ToleranceProfile& x = p->at(0);
   EXPECT_FALSE(FirstViolation(x, Metrics(35, 0.05)));  // fp64 bound skipped: no ratio

@@ -37,8 +37,8 @@ Verdict Decide(const VerdictInputs& in) {
   }
   if (h.defect != FrameDefect::kNone) {
     return {CellStatus::kBrokenFrames,
-            std::string(FrameDefectName(h.defect)) + ": " + std::to_string(h.defect_frames) +
-                " of " + std::to_string(h.frames.size()) + " frames",
+            std::string(FrameDefectName(h.defect)) + ": " + std::to_string(h.defect_frames) + " of " +
+                std::to_string(h.frames.size()) + " frames",
             ""};
   }
   if (in.metrics == nullptr) return {CellStatus::kUnresolved, in.unresolved, ""};

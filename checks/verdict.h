@@ -12,21 +12,21 @@
 
 #include <string>
 
+#include "checks/tolerance.h"
 #include "harness/cell_result.h"
 #include "harness/error_class.h"
-#include "checks/tolerance.h"
 
 namespace framegate {
 
 struct VerdictInputs {
   enum class Run { kFinished, kError, kUnsupported };
   Run run = Run::kFinished;
-  ClassifiedError error;    // kError
-  std::string unsupported;  // kUnsupported
-  const FrameHealth* health = nullptr;            // kFinished
+  ClassifiedError error;                            // kError
+  std::string unsupported;                          // kUnsupported
+  const FrameHealth* health = nullptr;              // kFinished
   const FirstNonfinite* first_nonfinite = nullptr;  // kFinished
-  const ComparisonMetrics* metrics = nullptr;     // null when there is no golden
-  std::string unresolved;                         // why there is no golden
+  const ComparisonMetrics* metrics = nullptr;       // null when there is no golden
+  std::string unresolved;                           // why there is no golden
   const ToleranceProfile* tolerance = nullptr;
   bool expected_to_fail = false;
 };

@@ -22,8 +22,8 @@ constexpr uint32_t kExponentBits = 0x7f800000u;  // float32: all ones = Inf or N
 constexpr int64_t kBlock = 16;
 
 // NaN and Inf counts of scale * v + offset over n values, from the bits.
-FRAMEGATE_SIMD_CLONES NonfiniteCount CountAffineNonfinite(const float* values, int64_t n,
-                                                          float scale, float offset) {
+FRAMEGATE_SIMD_CLONES NonfiniteCount CountAffineNonfinite(const float* values, int64_t n, float scale,
+                                                          float offset) {
   auto classify = [&](int64_t i, int32_t* nan, int32_t* inf) {
     const float v = values[i] * scale + offset;
     uint32_t bits;
@@ -114,20 +114,24 @@ FRAMEGATE_SIMD_CLONES double AbsChangeSum(const float* a, const float* b, int64_
 
 int Severity(FrameDefect d) {  // higher is worse
   switch (d) {
-    case FrameDefect::kNonfinite: return 5;
-    case FrameDefect::kBlack: return 4;
-    case FrameDefect::kWhite: return 3;
-    case FrameDefect::kUniform: return 2;
-    case FrameDefect::kFrozen: return 1;
-    case FrameDefect::kNone: return 0;
+    case FrameDefect::kNonfinite:
+      return 5;
+    case FrameDefect::kBlack:
+      return 4;
+    case FrameDefect::kWhite:
+      return 3;
+    case FrameDefect::kUniform:
+      return 2;
+    case FrameDefect::kFrozen:
+      return 1;
+    case FrameDefect::kNone:
+      return 0;
   }
   return 0;
 }
 
 // A fraction of n as LibTorch's mean of a 0/1 float32 tensor gives it: float32 division.
-double Fraction(int64_t count, int64_t n) {
-  return static_cast<float>(count) / static_cast<float>(n);
-}
+double Fraction(int64_t count, int64_t n) { return static_cast<float>(count) / static_cast<float>(n); }
 
 // mean |a - b| over n values.
 double MeanAbsChange(const float* a, const float* b, int64_t n) {
@@ -136,12 +140,12 @@ double MeanAbsChange(const float* a, const float* b, int64_t n) {
 
 // The defect of frame t alone (and beside frame t - 1 for frozen). The checks that the
 // tensor version made one after the other are made in as few passes as they can be.
-FrameDefect FrameDefectOf(const VideoView& frames, const VideoView* golden, bool decoded_nonfinite,
-                          int64_t t, const FrameHealthThresholds& th) {
+FrameDefect FrameDefectOf(const VideoView& frames, const VideoView* golden, bool decoded_nonfinite, int64_t t,
+                          const FrameHealthThresholds& th) {
   const int64_t n = frames.height * frames.width * frames.channels;
   const float* x = frames.Frame(t).data;
-  const FrameTally tally = Tally(x, n, static_cast<float>(th.dark_value),
-                                 static_cast<float>(th.bright_value));
+  const FrameTally tally =
+      Tally(x, n, static_cast<float>(th.dark_value), static_cast<float>(th.bright_value));
   // A sum of finite float32 values in double neither overflows nor becomes NaN: it is
   // not finite exactly when a value is not.
   if (decoded_nonfinite || !std::isfinite(tally.sum)) return FrameDefect::kNonfinite;
@@ -152,10 +156,8 @@ FrameDefect FrameDefectOf(const VideoView& frames, const VideoView* golden, bool
   const double mean = tally.sum / static_cast<double>(n);
   const double var = SquaredDeviations(x, n, mean) / static_cast<double>(std::max<int64_t>(0, n - 1));
   if (static_cast<float>(std::sqrt(var)) < th.uniform_std) return FrameDefect::kUniform;
-  if (golden != nullptr && t > 0 &&
-      MeanAbsChange(x, frames.Frame(t - 1).data, n) <= th.frozen_change &&
-      MeanAbsChange(golden->Frame(t).data, golden->Frame(t - 1).data, n) >=
-          th.golden_moving_change) {
+  if (golden != nullptr && t > 0 && MeanAbsChange(x, frames.Frame(t - 1).data, n) <= th.frozen_change &&
+      MeanAbsChange(golden->Frame(t).data, golden->Frame(t - 1).data, n) >= th.golden_moving_change) {
     return FrameDefect::kFrozen;
   }
   return FrameDefect::kNone;
@@ -167,18 +169,17 @@ NonfiniteCount CountNonfinite(const float* values, int64_t n) {
   return CountAffineNonfinite(values, n, 1.0f, 0.0f);
 }
 
-std::vector<NonfiniteCount> CountNonfiniteFrames(const VideoView& video, float scale,
-                                                 float offset, int num_threads) {
+std::vector<NonfiniteCount> CountNonfiniteFrames(const VideoView& video, float scale, float offset,
+                                                 int num_threads) {
   std::vector<NonfiniteCount> counts(video.frames);
   const int64_t n = video.height * video.width * video.channels;
-  ForEachFrame(video.frames, num_threads, [&] { return [&](int64_t t) {
-    counts[t] = CountAffineNonfinite(video.Frame(t).data, n, scale, offset);
-  }; });
+  ForEachFrame(video.frames, num_threads, [&] {
+    return [&](int64_t t) { counts[t] = CountAffineNonfinite(video.Frame(t).data, n, scale, offset); };
+  });
   return counts;
 }
 
-FrameHealth AssessVideoHealth(const VideoView& frames,
-                              const std::vector<NonfiniteCount>& decoded_frames,
+FrameHealth AssessVideoHealth(const VideoView& frames, const std::vector<NonfiniteCount>& decoded_frames,
                               const VideoView& golden, std::vector<NonfiniteCount> step_latents,
                               const FrameHealthThresholds& th, int num_threads) {
   assert(static_cast<int64_t>(decoded_frames.size()) == frames.frames);
@@ -198,10 +199,12 @@ FrameHealth AssessVideoHealth(const VideoView& frames,
                           golden.height == frames.height && golden.width == frames.width &&
                           golden.channels == frames.channels;
   health.frames.assign(frames.frames, FrameDefect::kNone);
-  ForEachFrame(frames.frames, num_threads, [&] { return [&](int64_t t) {
-    health.frames[t] = FrameDefectOf(frames, use_golden ? &golden : nullptr,
-                                     decoded_frames[t].any(), t, th);
-  }; });
+  ForEachFrame(frames.frames, num_threads, [&] {
+    return [&](int64_t t) {
+      health.frames[t] =
+          FrameDefectOf(frames, use_golden ? &golden : nullptr, decoded_frames[t].any(), t, th);
+    };
+  });
   for (FrameDefect d : health.frames) {
     if (Severity(d) > Severity(health.defect)) health.defect = d;
   }

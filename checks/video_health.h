@@ -48,8 +48,7 @@ std::vector<NonfiniteCount> CountNonfiniteFrames(const VideoView& video, float s
 // num_threads: threads over frames, the calling one included (below 1 counts as 1); the
 // result does not depend on it.
 // Precondition (asserted): decoded_frames.size() == frames.frames.
-FrameHealth AssessVideoHealth(const VideoView& frames,
-                              const std::vector<NonfiniteCount>& decoded_frames,
+FrameHealth AssessVideoHealth(const VideoView& frames, const std::vector<NonfiniteCount>& decoded_frames,
                               const VideoView& golden, std::vector<NonfiniteCount> step_latents,
                               const FrameHealthThresholds& thresholds = {}, int num_threads = 1);
 

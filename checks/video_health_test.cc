@@ -37,8 +37,8 @@ Video MovingVideo(int64_t t = 6) {
 }
 
 FrameHealth Assess(const Video& v, const VideoView& golden, int threads = 1) {
-  return AssessVideoHealth(v.View(), CountNonfiniteFrames(v.View(), 2.0f, -1.0f, threads), golden,
-                           {}, {}, threads);
+  return AssessVideoHealth(v.View(), CountNonfiniteFrames(v.View(), 2.0f, -1.0f, threads), golden, {}, {},
+                           threads);
 }
 
 TEST(VideoHealthTest, CountsNanAndInfPerFrameInTheDecoderRange) {

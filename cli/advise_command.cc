@@ -13,8 +13,8 @@
 #include "cli/output_file.h"
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
-#include "store/result_store.h"
 #include "runners/precision_advisor.h"
+#include "store/result_store.h"
 
 namespace framegate {
 namespace {
@@ -53,8 +53,8 @@ class WorkDir {
 };
 
 // Records the observed cell with its advice as a run of its own (tag "advise").
-Status RecordAdvice(const std::string& db, const Cell& cell, CellResult observed,
-                    const Advice& advice, const std::string& command) {
+Status RecordAdvice(const std::string& db, const Cell& cell, CellResult observed, const Advice& advice,
+                    const std::string& command) {
   observed.advice = advice;
   StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(db);
   if (!store.ok()) return store.status();
@@ -68,8 +68,8 @@ int RunAdvise(const AdviseCliOptions& o) {
   ConfigureThreads(o.threads);
   std::vector<Cell> cells = o.pipeline.ToCells();
   if (cells.size() != 1) {
-    return ReportError(Status::InvalidInput("--policy: give exactly one policy, not '" +
-                                            o.pipeline.policy + "'"));
+    return ReportError(
+        Status::InvalidInput("--policy: give exactly one policy, not '" + o.pipeline.policy + "'"));
   }
   const Cell& cell = cells[0];
   std::ostream& text = TextStream({o.json_path});
@@ -107,8 +107,8 @@ int RunAdvise(const AdviseCliOptions& o) {
          << " is not a failure FP32 islands cure (NONFINITE, BROKEN_FRAMES, FAIL, ERROR "
             "dtype_mismatch)\n";
   } else {
-    text << "no passing set of FP32 islands found in " << a.runs.size() << " runs (last: "
-         << StatusName(a.status_after) << "); try a larger --max-runs\n";
+    text << "no passing set of FP32 islands found in " << a.runs.size()
+         << " runs (last: " << StatusName(a.status_after) << "); try a larger --max-runs\n";
   }
   if (!o.json_path.empty()) {
     const Status written = WriteOutputFile(o.json_path, AdviceToJson(a).dump(2) + "\n");
@@ -126,9 +126,10 @@ int RunAdvise(const AdviseCliOptions& o) {
 
 Command AddAdviseCommand(CLI::App& parent) {
   auto o = std::make_shared<AdviseCliOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "advise", "Find the modules to keep in FP32 so that a failing cell passes, proven by "
-                "running (exit 0 found, 1 none, 2 bad input)");
+  CLI::App* app =
+      parent.add_subcommand("advise",
+                            "Find the modules to keep in FP32 so that a failing cell passes, proven by "
+                            "running (exit 0 found, 1 none, 2 bad input)");
   AddPipelineOptions(app, &o->pipeline);
   AddGoldenDirOption(app, &o->golden_dir);
   AddOutputFileOption(app, "--json", &o->json_path, "Write the advice as JSON");

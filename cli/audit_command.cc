@@ -1,8 +1,8 @@
 // framegate audit: the dtype audit of a pipeline under a policy (field reports F1, F4).
 #include <iostream>
 
-#include "harness/build_info.h"
 #include "cli/commands.h"
+#include "harness/build_info.h"
 #include "pipelines/dtype_audit.h"
 
 namespace framegate {
@@ -20,7 +20,8 @@ int RunAudit(const AuditOptions& o) {
   StatusOr<DtypeAudit> audit = AuditDtypes(*spec);
   if (!audit.ok()) return ReportError(audit.status());
   std::cout << "dtype audit of " << spec->PipelineName() << " under " << spec->policy.name
-            << (spec->fault != FaultCase::kNone ? std::string(" (fault ") + FaultCaseName(spec->fault) + ")" : "")
+            << (spec->fault != FaultCase::kNone ? std::string(" (fault ") + FaultCaseName(spec->fault) + ")"
+                                                : "")
             << "\n";
   std::cout << "weights not in the policy's dtype: " << audit->weights.size() << "\n";
   for (const WeightDtypeFinding& f : audit->weights)
@@ -29,8 +30,8 @@ int RunAudit(const AuditOptions& o) {
     std::cout << "modules whose input dtype differs from their weights (one traced step): "
               << audit->inputs.size() << "\n";
     for (const DtypeMismatch& m : audit->inputs)
-      std::cout << "  " << m.module << ": input " << DtypeName(m.input) << ", weight "
-                << DtypeName(m.weight) << "\n";
+      std::cout << "  " << m.module << ": input " << DtypeName(m.input) << ", weight " << DtypeName(m.weight)
+                << "\n";
     if (audit->step_error) std::cout << "traced step failed: " << audit->step_error->Reason() << "\n";
     if (!audit->observed.empty()) std::cout << "watched: " << audit->observed << "\n";
   } else {

@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/build_info.h"
-#include "harness/cell_result_json.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
+#include "harness/build_info.h"
+#include "harness/cell_result_json.h"
 #include "runners/cell_runner.h"
 
 namespace framegate {
@@ -37,8 +37,8 @@ std::string Summary(const CellResult& r) {
   if (!r.reason.empty()) return r.reason;
   if (!r.metrics) return "";
   char buf[96];
-  std::snprintf(buf, sizeof buf, "min_psnr=%.2f dB, mean_ssim=%.5f, rel_l2=%.2e",
-                r.metrics->video.min_psnr, r.metrics->video.mean_ssim, r.metrics->video.rel_l2);
+  std::snprintf(buf, sizeof buf, "min_psnr=%.2f dB, mean_ssim=%.5f, rel_l2=%.2e", r.metrics->video.min_psnr,
+                r.metrics->video.mean_ssim, r.metrics->video.rel_l2);
   return buf;
 }
 
@@ -78,11 +78,11 @@ int RunCheck(const CheckOptions& o) {
     json_cells.push_back(CellResultToJson(*result));
   }
   std::string line;
-  for (const auto& [status, n] : counts) line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+  for (const auto& [status, n] : counts)
+    line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + status;
   std::fprintf(text, "%zu cell%s: %s\n", cells.size(), cells.size() == 1 ? "" : "s", line.c_str());
   if (!o.json_path.empty()) {
-    const Status written =
-        WriteOutputFile(o.json_path, nlohmann::json{{"cells", json_cells}}.dump(2) + "\n");
+    const Status written = WriteOutputFile(o.json_path, nlohmann::json{{"cells", json_cells}}.dump(2) + "\n");
     if (!written.ok()) return ReportError(written);
   }
   return failed ? kExitFailed : kExitOk;
@@ -97,8 +97,7 @@ Command AddCheckCommand(CLI::App& parent) {
   AddPipelineOptions(app, &o->pipeline);
   AddGoldenDirOption(app, &o->golden_dir);
   AddOutputFileOption(app, "--json", &o->json_path, "Write the cells' results as JSON");
-  app->add_option("--tolerance", o->tolerance,
-                  "Tolerance profile (default: the one named after the policy)");
+  app->add_option("--tolerance", o->tolerance, "Tolerance profile (default: the one named after the policy)");
   app->add_option("--xfail", o->xfail, "Declare the cells expected to fail, with this reason");
   app->add_option("--artifacts", o->artifacts_dir,
                   "Keep each cell's frames.npy and latents.npy under DIR/<cell id>/");
@@ -108,9 +107,11 @@ Command AddCheckCommand(CLI::App& parent) {
                 "Record each module's range and headroom to overflow (costs ~50% of a tiny "
                 "cell; NaN localisation is always on)");
   app->add_option("--repeats", o->repeats, "Timed runs per cell (the first is judged)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app->add_option("--warmup", o->warmup, "Untimed runs before the timed ones")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   AddThreadsOption(app, &o->threads);
   return {app, [o] { return RunCheck(*o); }};
 }

@@ -6,22 +6,24 @@ namespace framegate {
 
 const std::vector<PassThroughCommand>& PassThroughCommands() {
   static const std::vector<PassThroughCommand> commands = {
-      {"advise", "Find the modules to keep in FP32 so that a failing cell passes, proven by "
-                 "running (exit 0 found, 1 none, 2 bad input)"},
-      {"audit", "List weights and module inputs whose dtype does not match the policy (exit 1 if any)"},
-      {"check", "Run and judge cells against their FP32 goldens (exit 0 pass, 1 fail, 2 error)"},
-      {"devices", "Show the devices cells can run on: the CPU and its ISA features, its ATen "
-                  "kernel paths (cpu:avx2, ...), each GPU"},
-      {"generate", "Run one pipeline config on one device and write its frames (PNG + frames.npy)"},
-      {"golden", "Make, check and list FP32 golden frames"},
-      {"info", "Show the build, LibTorch, BLAS, threads and devices"},
+    {"advise",
+     "Find the modules to keep in FP32 so that a failing cell passes, proven by "
+     "running (exit 0 found, 1 none, 2 bad input)"},
+    {"audit", "List weights and module inputs whose dtype does not match the policy (exit 1 if any)"},
+    {"check", "Run and judge cells against their FP32 goldens (exit 0 pass, 1 fail, 2 error)"},
+    {"devices",
+     "Show the devices cells can run on: the CPU and its ISA features, its ATen "
+     "kernel paths (cpu:avx2, ...), each GPU"},
+    {"generate", "Run one pipeline config on one device and write its frames (PNG + frames.npy)"},
+    {"golden", "Make, check and list FP32 golden frames"},
+    {"info", "Show the build, LibTorch, BLAS, threads and devices"},
 #if FRAMEGATE_WITH_CUDA
-      {"list", kListSummary},
+    {"list", kListSummary},
 #endif
 #if FRAMEGATE_WITH_CUDA
-      {"run", kRunSummary},
+    {"run", kRunSummary},
 #endif
-      {"run-cell", ""},
+    {"run-cell", ""},
   };
   return commands;
 }

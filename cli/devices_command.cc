@@ -15,8 +15,10 @@ namespace {
 nlohmann::json HostToJson(const HostDevices& host) {
   nlohmann::json devices = nlohmann::json::array();
   for (const DeviceInfo& d : host.devices) {
-    nlohmann::json j = {{"device", d.device},     {"name", d.name},
-                        {"capability", d.capability}, {"memory_bytes", d.memory_bytes},
+    nlohmann::json j = {{"device", d.device},
+                        {"name", d.name},
+                        {"capability", d.capability},
+                        {"memory_bytes", d.memory_bytes},
                         {"driver", d.driver}};
     if (d.device == "cpu") {
       j["cores"] = host.cpu_cores;
@@ -38,8 +40,8 @@ void PrintHost(const HostDevices& host) {
       std::cout << host.cpu_cores << " cores, " << FormatBytes(d.memory_bytes)
                 << ", features: " << (d.capability.empty() ? "none of interest" : d.capability);
     } else {
-      std::cout << "capability " << d.capability << ", " << FormatBytes(d.memory_bytes)
-                << ", driver " << d.driver;
+      std::cout << "capability " << d.capability << ", " << FormatBytes(d.memory_bytes) << ", driver "
+                << d.driver;
     }
     std::cout << "\n";
   }
@@ -56,9 +58,10 @@ void PrintHost(const HostDevices& host) {
 
 Command AddDevicesCommand(CLI::App& parent) {
   auto json = std::make_shared<std::string>();
-  CLI::App* app = parent.add_subcommand(
-      "devices", "Show the devices cells can run on: the CPU and its ISA features, its ATen "
-                 "kernel paths (cpu:avx2, ...), each GPU");
+  CLI::App* app =
+      parent.add_subcommand("devices",
+                            "Show the devices cells can run on: the CPU and its ISA features, its ATen "
+                            "kernel paths (cpu:avx2, ...), each GPU");
   AddOutputFileOption(app, "--json", json.get(), "Write the devices as JSON");
   return {app, [json] {
             const HostDevices host = DiscoverHost();

@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
       if (c.name != std::string(argv[1])) continue;
       const std::string pipeline = PipelineExecutablePath();
       execv(pipeline.c_str(), argv);
-      return ReportError(Status::IoError("cannot run the pipeline executable " + pipeline +
-                                         ": " + std::strerror(errno)));
+      return ReportError(
+          Status::IoError("cannot run the pipeline executable " + pipeline + ": " + std::strerror(errno)));
     }
   }
   CLI::App app;
@@ -35,11 +35,13 @@ int main(int argc, char** argv) {
     if (*c.summary == '\0') stub->group("");
   }
   std::vector<Command> commands;
-  for (auto add : {AddCompareCommand, AddDbCommand, AddHistoryCommand,
+  for (auto add : {
+         AddCompareCommand, AddDbCommand, AddHistoryCommand,
 #if !FRAMEGATE_WITH_CUDA
-                   AddListCommand, AddRunCommand,
+             AddListCommand, AddRunCommand,
 #endif
-                   AddMergeCommand, AddMetricsCommand, AddRegressionsCommand, AddReportCommand}) {
+             AddMergeCommand, AddMetricsCommand, AddRegressionsCommand, AddReportCommand
+       }) {
     commands.push_back(add(app));
   }
   const int parsed = ParseCommandLine(app, argc, argv);

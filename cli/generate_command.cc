@@ -8,8 +8,8 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/build_info.h"
 #include "cli/commands.h"
+#include "harness/build_info.h"
 #include "harness/npy.h"
 #include "harness/png_frames.h"
 #include "pipelines/pipeline_run.h"
@@ -36,8 +36,8 @@ Status WriteOutputs(const std::string& dir, const GenerationResult& result) {
   FG_RETURN_IF_ERROR(WriteNpyFloat32(dir + "/latents.npy",
                                      std::vector<int64_t>(latents.sizes().begin(), latents.sizes().end()),
                                      latents.data_ptr<float>()));
-  StatusOr<std::vector<std::string>> pngs = WriteFramePngs(
-      dir, frames.data_ptr<float>(), frames.size(0), frames.size(1), frames.size(2));
+  StatusOr<std::vector<std::string>> pngs =
+      WriteFramePngs(dir, frames.data_ptr<float>(), frames.size(0), frames.size(1), frames.size(2));
   return pngs.ok() ? Status::Ok() : pngs.status();
 }
 
@@ -80,14 +80,14 @@ int RunGenerate(const GenerateOptions& o) {
       {"policy", spec->policy.name},
       {"fault", FaultCaseName(spec->fault)},
       // Accumulation flags are part of the policy; they take effect only on CUDA.
-      {"accumulation", {{"allow_tf32", spec->policy.allow_tf32},
-                        {"fp16_reduced_precision_reduction",
-                         spec->policy.fp16_reduced_precision_reduction},
-                        {"applicable", spec->device.rfind("cuda", 0) == 0}}},
+      {"accumulation",
+       {{"allow_tf32", spec->policy.allow_tf32},
+        {"fp16_reduced_precision_reduction", spec->policy.fp16_reduced_precision_reduction},
+        {"applicable", spec->device.rfind("cuda", 0) == 0}}},
       {"seed", spec->seed},
       {"weight_seed", spec->weight_seed},
-      {"sampler", {{"kind", SamplerKindName(sampler.kind)}, {"steps", sampler.steps},
-                   {"guidance", sampler.guidance}}},
+      {"sampler",
+       {{"kind", SamplerKindName(sampler.kind)}, {"steps", sampler.steps}, {"guidance", sampler.guidance}}},
       {"frames_shape", result.frames.sizes().vec()},
       {"load_seconds", outcome->load_seconds},
       {"step_seconds", result.step_seconds},
@@ -99,11 +99,11 @@ int RunGenerate(const GenerateOptions& o) {
   if (o.activation_stats) {
     std::ofstream(o.out_dir + "/activations.json") << nlohmann::json(absmax).dump(2) << "\n";
   }
-  std::cout << outcome->pipeline << " on " << spec->device << " (" << spec->policy.name
-            << ", seed " << spec->seed << "): " << result.frames.size(0) << " frames "
-            << result.frames.size(2) << "x" << result.frames.size(1) << ", " << sampler.steps
-            << " " << SamplerKindName(sampler.kind) << " steps in " << steps_total
-            << " s, decode " << result.decode_seconds << " s -> " << o.out_dir << "\n";
+  std::cout << outcome->pipeline << " on " << spec->device << " (" << spec->policy.name << ", seed "
+            << spec->seed << "): " << result.frames.size(0) << " frames " << result.frames.size(2) << "x"
+            << result.frames.size(1) << ", " << sampler.steps << " " << SamplerKindName(sampler.kind)
+            << " steps in " << steps_total << " s, decode " << result.decode_seconds << " s -> " << o.out_dir
+            << "\n";
   return kExitOk;
 }
 

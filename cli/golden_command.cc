@@ -3,10 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "golden/golden_store.h"
-#include "harness/build_info.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
+#include "golden/golden_store.h"
+#include "harness/build_info.h"
 
 namespace framegate {
 namespace {
@@ -43,8 +43,7 @@ int RunCheckGoldens(const GoldenOptions& o) {
   for (const std::string& p : problems) std::cerr << "framegate: error: " << p << "\n";
   const size_t total = store.List()->size();
   std::cout << total << " golden" << (total == 1 ? "" : "s") << " in " << o.golden_dir << ": "
-            << (problems.empty() ? "all intact" : std::to_string(problems.size()) + " problem(s)")
-            << "\n";
+            << (problems.empty() ? "all intact" : std::to_string(problems.size()) + " problem(s)") << "\n";
   return problems.empty() ? kExitOk : kExitHarnessError;
 }
 
@@ -53,8 +52,11 @@ int RunList(const GoldenOptions& o) {
   if (!entries.ok()) return ReportError(entries.status());
   nlohmann::json json = nlohmann::json::array();
   for (const GoldenStore::Entry& e : *entries) {
-    json.push_back({{"file", e.file}, {"sha256", e.sha256}, {"config", e.provenance.config},
-                    {"device", e.provenance.device}, {"created_at", e.provenance.created_at},
+    json.push_back({{"file", e.file},
+                    {"sha256", e.sha256},
+                    {"config", e.provenance.config},
+                    {"device", e.provenance.device},
+                    {"created_at", e.provenance.created_at},
                     {"libtorch_version", e.provenance.libtorch_version}});
     if (o.json_path != "-") {
       std::cout << e.file << "  " << e.provenance.config << "  (" << e.provenance.device << ", "
@@ -76,8 +78,8 @@ Command AddGoldenCommand(CLI::App& parent) {
   AddPipelineOptions(o->make, &o->pipeline);
   AddGoldenDirOption(o->make, &o->golden_dir);
   AddThreadsOption(o->make, &o->threads);
-  o->check = app->add_subcommand(
-      "check", "Verify every golden: sha256, format, config hash (exit 2 on a problem)");
+  o->check =
+      app->add_subcommand("check", "Verify every golden: sha256, format, config hash (exit 2 on a problem)");
   AddGoldenDirOption(o->check, &o->golden_dir);
   o->list = app->add_subcommand("list", "List the goldens and their provenance");
   AddGoldenDirOption(o->list, &o->golden_dir);

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/build_info.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
+#include "harness/build_info.h"
 #include "harness/memory_info.h"
 #include "pipelines/reference_model.h"
 
@@ -15,7 +15,7 @@ namespace {
 
 struct InfoOptions {
   int threads = 0;
-  std::string json_path;  // --json FILE ("-": stdout)
+  std::string json_path;              // --json FILE ("-": stdout)
   std::vector<std::string> policies;  // report weight bytes under these ("all": every preset)
   std::string size = "tiny";
 };
@@ -43,8 +43,10 @@ StatusOr<nlohmann::json> PolicyWeightBytes(const InfoOptions& options) {
     StatusOr<std::unique_ptr<ReferenceModel>> m = ReferenceModel::Create(*size, policy, c10::Device("cpu"));
     if (!m.ok()) return m.status();
     const int64_t bytes = (*m)->weights().StoredBytes();
-    rows.push_back({{"policy", policy.name}, {"size", size->name},
-                    {"parameters", (*m)->weights().NumParameters()}, {"weight_bytes", bytes},
+    rows.push_back({{"policy", policy.name},
+                    {"size", size->name},
+                    {"parameters", (*m)->weights().NumParameters()},
+                    {"weight_bytes", bytes},
                     {"ratio_to_fp32", double(bytes) / double(fp32_bytes)}});
   }
   return rows;
@@ -79,10 +81,10 @@ int RunInfoCommand(const InfoOptions& options) {
     if (!written.ok()) return ReportError(written);
     if (options.json_path == "-") return kExitOk;
   }
-  std::cout << "framegate " << build.framegate_version << " (" << build.git_sha << ", "
-            << build.compiler << ")\n"
-            << "LibTorch  " << build.libtorch_version
-            << (build.libtorch_has_cuda ? " (CUDA)" : " (CPU only)") << "\n"
+  std::cout << "framegate " << build.framegate_version << " (" << build.git_sha << ", " << build.compiler
+            << ")\n"
+            << "LibTorch  " << build.libtorch_version << (build.libtorch_has_cuda ? " (CUDA)" : " (CPU only)")
+            << "\n"
             << "BLAS      " << build.blas << "\n"
             << "threads   " << build.threads << "\n"
             << "devices:\n"

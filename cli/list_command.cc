@@ -27,13 +27,13 @@ struct ListOptions {
 };
 
 nlohmann::json CellToJson(const Cell& c, const std::string& unsupported) {
-  return {{"cell_id", c.Id()},         {"label", c.Label()},
-          {"pipeline", c.Pipeline()},  {"size", c.model_dir.empty() ? nlohmann::json(c.size) : nullptr},
-          {"model_dir", c.model_dir},  {"device", c.device},
-          {"policy", c.policy},        {"seed", c.seed},
-          {"fault", c.fault},          {"sampler", c.sampler},
-          {"steps", c.steps},          {"guidance", c.guidance},
-          {"tolerance", c.tolerance},  {"xfail", c.xfail},
+  return {{"cell_id", c.Id()},          {"label", c.Label()},
+          {"pipeline", c.Pipeline()},   {"size", c.model_dir.empty() ? nlohmann::json(c.size) : nullptr},
+          {"model_dir", c.model_dir},   {"device", c.device},
+          {"policy", c.policy},         {"seed", c.seed},
+          {"fault", c.fault},           {"sampler", c.sampler},
+          {"steps", c.steps},           {"guidance", c.guidance},
+          {"tolerance", c.tolerance},   {"xfail", c.xfail},
           {"requires", c.requirements}, {"unsupported", unsupported}};
 }
 
@@ -52,8 +52,8 @@ void PrintTable(const MatrixSpec& spec, const std::vector<Cell>& cells,
                 const std::vector<std::string>& unsupported, const std::string& selection) {
   int n_unsupported = 0;
   for (const std::string& u : unsupported) n_unsupported += u.empty() ? 0 : 1;
-  std::cout << spec.source << " (" << spec.name << "): " << cells.size() << " cells" << selection
-            << ", " << n_unsupported << " UNSUPPORTED here\n";
+  std::cout << spec.source << " (" << spec.name << "): " << cells.size() << " cells" << selection << ", "
+            << n_unsupported << " UNSUPPORTED here\n";
   size_t w_pipe = 8, w_dev = 6, w_pol = 6, w_fault = 5;
   for (const Cell& c : cells) {
     w_pipe = std::max(w_pipe, c.Pipeline().size());
@@ -61,14 +61,14 @@ void PrintTable(const MatrixSpec& spec, const std::vector<Cell>& cells,
     w_pol = std::max(w_pol, c.policy.size());
     w_fault = std::max(w_fault, c.fault.size());
   }
-  std::printf("%-16s  %-*s  %-*s  %-*s  %4s  %s\n", "ID", int(w_pipe), "PIPELINE", int(w_dev),
-              "DEVICE", int(w_pol), "POLICY", "SEED", "FAULT");
+  std::printf("%-16s  %-*s  %-*s  %-*s  %4s  %s\n", "ID", int(w_pipe), "PIPELINE", int(w_dev), "DEVICE",
+              int(w_pol), "POLICY", "SEED", "FAULT");
   for (size_t i = 0; i < cells.size(); ++i) {
     const Cell& c = cells[i];
     char row[512];
-    std::snprintf(row, sizeof(row), "%-16s  %-*s  %-*s  %-*s  %4llu  %-*s", c.Id().c_str(),
-                  int(w_pipe), c.Pipeline().c_str(), int(w_dev), c.device.c_str(), int(w_pol),
-                  c.policy.c_str(), static_cast<unsigned long long>(c.seed), int(w_fault),
+    std::snprintf(row, sizeof(row), "%-16s  %-*s  %-*s  %-*s  %4llu  %-*s", c.Id().c_str(), int(w_pipe),
+                  c.Pipeline().c_str(), int(w_dev), c.device.c_str(), int(w_pol), c.policy.c_str(),
+                  static_cast<unsigned long long>(c.seed), int(w_fault),
                   c.fault.empty() ? "-" : c.fault.c_str());
     std::string line = row + Extras(c);
     if (!c.xfail.empty()) line += "  xfail: " + c.xfail;
@@ -102,14 +102,17 @@ int RunList(const ListOptions& o) {
   if (o.json_path.empty()) return kExitOk;
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < cells.size(); ++i) rows.push_back(CellToJson(cells[i], unsupported[i]));
-  const nlohmann::json j = {
-      {"matrix", spec->source},     {"name", spec->name},
-      {"description", spec->description}, {"sha256", spec->sha256},
-      {"repeats", spec->repeats},   {"warmup", spec->warmup},
-      {"timeout_seconds", spec->timeout_seconds},
-      {"filter", o.filter.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.filter)},
-      {"shard", o.shard.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.shard)},
-      {"matrix_cells", spec->cells.size()}, {"cells", rows}};
+  const nlohmann::json j = {{"matrix", spec->source},
+                            {"name", spec->name},
+                            {"description", spec->description},
+                            {"sha256", spec->sha256},
+                            {"repeats", spec->repeats},
+                            {"warmup", spec->warmup},
+                            {"timeout_seconds", spec->timeout_seconds},
+                            {"filter", o.filter.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.filter)},
+                            {"shard", o.shard.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.shard)},
+                            {"matrix_cells", spec->cells.size()},
+                            {"cells", rows}};
   const Status written = WriteOutputFile(o.json_path, j.dump(2) + "\n");
   return written.ok() ? kExitOk : ReportError(written);
 }

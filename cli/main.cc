@@ -30,11 +30,10 @@ int main(int argc, char** argv) {
   CLI::App app;
   SetUpTopLevelApp(app);
   std::vector<Command> commands;
-  for (auto add : {AddAdviseCommand, AddAuditCommand, AddCheckCommand, AddCompareCommand,
-                   AddDbCommand, AddDevicesCommand, AddGenerateCommand, AddGoldenCommand,
-                   AddHistoryCommand, AddInfoCommand, AddListCommand, AddMergeCommand,
-                   AddMetricsCommand, AddRegressionsCommand, AddReportCommand, AddRunCommand,
-                   AddRunCellCommand}) {
+  for (auto add : {AddAdviseCommand, AddAuditCommand, AddCheckCommand, AddCompareCommand, AddDbCommand,
+                   AddDevicesCommand, AddGenerateCommand, AddGoldenCommand, AddHistoryCommand, AddInfoCommand,
+                   AddListCommand, AddMergeCommand, AddMetricsCommand, AddRegressionsCommand,
+                   AddReportCommand, AddRunCommand, AddRunCellCommand}) {
     commands.push_back(add(app));
   }
   // The one-line descriptions of the commands the front passes here are command_table's.

@@ -16,11 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checks/frame_metrics.h"
+#include "checks/video_health.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
 #include "harness/cell_result_json.h"
-#include "checks/frame_metrics.h"
-#include "checks/video_health.h"
 #include "harness/npy.h"
 #include "harness/png_frames.h"
 
@@ -120,8 +120,8 @@ int RunMetrics(const MetricsOptions& o) {
   m.latent_cosine = m.video.cosine;  // CosineSimilarity of the frames, from the same pass
   // No decoder output here: the frames themselves stand in for it, in its range
   // (2 * frame - 1), so a huge finite value that overflows there counts as Inf.
-  const FrameHealth health = AssessVideoHealth(
-      cand, CountNonfiniteFrames(cand, 2.0f, -1.0f, threads), ref, {}, {}, threads);
+  const FrameHealth health =
+      AssessVideoHealth(cand, CountNonfiniteFrames(cand, 2.0f, -1.0f, threads), ref, {}, {}, threads);
   if (!o.json_path.empty()) {
     nlohmann::json j = MetricsToJson(m);
     j.erase("latent_cosine");
@@ -139,13 +139,14 @@ int RunMetrics(const MetricsOptions& o) {
   }
   std::printf("frame  psnr_db    ssim      health\n");
   for (size_t t = 0; t < m.video.frames.size(); ++t) {
-    std::printf("%5zu  %-9s  %.6f  %s\n", t, Db(m.video.frames[t].psnr).c_str(),
-                m.video.frames[t].ssim, FrameDefectName(health.frames[t]));
+    std::printf("%5zu  %-9s  %.6f  %s\n", t, Db(m.video.frames[t].psnr).c_str(), m.video.frames[t].ssim,
+                FrameDefectName(health.frames[t]));
   }
-  std::printf("min_psnr %s dB, mean_ssim %.6f, min_ssim %.6f, max_abs %.6g, rel_l2 %.6g, "
-              "temporal_rel_l2 %.6g, cosine %.8f\n",
-              Db(m.video.min_psnr).c_str(), m.video.mean_ssim, m.video.min_ssim, m.video.max_abs,
-              m.video.rel_l2, m.video.temporal_rel_l2, m.latent_cosine);
+  std::printf(
+      "min_psnr %s dB, mean_ssim %.6f, min_ssim %.6f, max_abs %.6g, rel_l2 %.6g, "
+      "temporal_rel_l2 %.6g, cosine %.8f\n",
+      Db(m.video.min_psnr).c_str(), m.video.mean_ssim, m.video.min_ssim, m.video.max_abs, m.video.rel_l2,
+      m.video.temporal_rel_l2, m.latent_cosine);
   std::printf("candidate health: %s", FrameDefectName(health.defect));
   if (health.defect != FrameDefect::kNone) std::printf(" (%d frames)", health.defect_frames);
   std::printf(", %lld NaN, %lld Inf\n", static_cast<long long>(health.decoded.nan),
@@ -160,13 +161,13 @@ Command AddMetricsCommand(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "metrics", "PSNR/SSIM per frame, video errors and CAND's health, for two videos (.npy or PNG folder)");
   app->add_option("REF", o->ref, "Reference video: .npy [T, H, W, 3] or a folder of PNG frames")
-      ->required()->check(CLI::ExistingPath);
+      ->required()
+      ->check(CLI::ExistingPath);
   app->add_option("CAND", o->cand, "Candidate video, same form and shape")
-      ->required()->check(CLI::ExistingPath);
-  AddOutputFileOption(app, "--json", &o->json_path,
-                      "Write the metrics as JSON (null for an infinite PSNR)");
-  app->add_option("--threads", o->threads,
-                  "Threads over frames (default 0: every core this process may use)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  AddOutputFileOption(app, "--json", &o->json_path, "Write the metrics as JSON (null for an infinite PSNR)");
+  app->add_option("--threads", o->threads, "Threads over frames (default 0: every core this process may use)")
       ->check(CLI::Range(0, 4096));
   return {app, [o] { return RunMetrics(*o); }};
 }

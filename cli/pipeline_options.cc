@@ -52,12 +52,10 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
   app->add_option("--device", o->device,
                   "Device: cpu, cpu:avx512|avx2|default (an ATen CPU kernel path) or cuda:N")
       ->capture_default_str();
-  app->add_option("--seed", o->seed, "Seed of the initial noise and conditioning")
-      ->capture_default_str();
+  app->add_option("--seed", o->seed, "Seed of the initial noise and conditioning")->capture_default_str();
   app->add_option("--weight-seed", o->weight_seed, "Seed of the reference model's weights")
       ->capture_default_str();
-  app->add_option("--fault", o->fault,
-                  "Fault case to build into the reference model: " + FaultNames());
+  app->add_option("--fault", o->fault, "Fault case to build into the reference model: " + FaultNames());
   app->add_option("--steps", o->steps, "Sampler steps (default: the size's or the package's)")
       ->check(CLI::Range(1, 100000));
   app->add_option("--sampler", o->sampler, "Sampler: ddim or euler (default: the size's)")
@@ -90,15 +88,15 @@ std::vector<Cell> PipelineCliOptions::ToCells() const {
   return cells;
 }
 
-
 }  // namespace framegate
 
 namespace framegate {
 
 Status ExecForCpuKernelPath(const std::string& device, char** argv) {
-  if (device == "cpu:*" || (device.find(',') != std::string::npos &&
-                            device.find("cpu:") != std::string::npos)) {
-    return Status::InvalidInput("--device " + device + ": one process runs one CPU kernel path "
+  if (device == "cpu:*" ||
+      (device.find(',') != std::string::npos && device.find("cpu:") != std::string::npos)) {
+    return Status::InvalidInput("--device " + device +
+                                ": one process runs one CPU kernel path "
                                 "(ATEN_CPU_CAPABILITY); use `framegate run` or one --device per check");
   }
   const std::string path = CpuKernelPathOf(device);

@@ -6,7 +6,8 @@ namespace framegate {
 
 StatusOr<PipelineSpec> PipelineCliOptions::ToSpec() const {
   const std::vector<Cell> cells = ToCells();
-  if (cells.size() != 1) return Status::InvalidInput("--policy: give exactly one policy, not '" + policy + "'");
+  if (cells.size() != 1)
+    return Status::InvalidInput("--policy: give exactly one policy, not '" + policy + "'");
   StatusOr<PipelineSpec> spec = SpecOfCell(cells[0]);
   if (spec.ok()) spec->weight_seed = weight_seed;
   return spec;

@@ -29,13 +29,9 @@ void ReportOutputs::AddTo(CLI::App* app) {
                       "Write timings as Google Benchmark JSON (for compare.py)");
 }
 
-std::ostream& ReportOutputs::Text() const {
-  return TextStream({junit_path, json_path, bench_json_path});
-}
+std::ostream& ReportOutputs::Text() const { return TextStream({junit_path, json_path, bench_json_path}); }
 
-int ReportOutputs::TextFd() const {
-  return &Text() == &std::cerr ? STDERR_FILENO : STDOUT_FILENO;
-}
+int ReportOutputs::TextFd() const { return &Text() == &std::cerr ? STDERR_FILENO : STDOUT_FILENO; }
 
 namespace {
 
@@ -93,19 +89,20 @@ nlohmann::json DeviceVerdicts(const RunRecord& run, std::ostream& out) {
     }
     nlohmann::json failed = nlohmann::json::array();
     for (const CellResult* c : failing[device]) {
-      failed.push_back({{"cell_id", c->cell.Id()}, {"label", c->cell.Label()},
-                        {"status", StatusName(c->status)}, {"policy", c->cell.policy}});
+      failed.push_back({{"cell_id", c->cell.Id()},
+                        {"label", c->cell.Label()},
+                        {"status", StatusName(c->status)},
+                        {"policy", c->cell.policy}});
     }
     const bool qualified = failed.empty();
-    out << "  " << name << ": " << (qualified ? "qualified" : "NOT QUALIFIED") << " (" << n
-        << " cells";
+    out << "  " << name << ": " << (qualified ? "qualified" : "NOT QUALIFIED") << " (" << n << " cells";
     if (!qualified) out << ", " << failed.size() << " failing";
     out << ")\n";
     for (const auto& f : failed) {
       out << "    " << f["status"].get<std::string>() << "  " << f["label"].get<std::string>() << "\n";
     }
-    verdicts.push_back({{"device", device}, {"name", name}, {"qualified", qualified},
-                        {"cells", n}, {"failing", failed}});
+    verdicts.push_back(
+        {{"device", device}, {"name", name}, {"qualified", qualified}, {"cells", n}, {"failing", failed}});
   }
   return verdicts;
 }

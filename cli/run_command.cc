@@ -21,21 +21,21 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/build_info.h"
-#include "harness/cell_result_json.h"
 #include "cli/command.h"
 #include "cli/command_table.h"
-#include "cli/pipeline_options.h"
 #include "cli/output_file.h"
+#include "cli/pipeline_options.h"
 #include "cli/report_command.h"
+#include "harness/build_info.h"
+#include "harness/cell_result_json.h"
 #include "harness/sha256.h"
-#include "store/result_store.h"
 #include "matrix/device_discovery.h"
 #include "matrix/matrix_spec.h"
 #include "matrix/shard.h"
 #include "matrix/unsupported.h"
 #include "reports/terminal_report.h"
 #include "runners/matrix_runner.h"
+#include "store/result_store.h"
 
 namespace framegate {
 namespace {
@@ -145,7 +145,10 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   std::vector<DeviceInfo> used;
   for (const DeviceInfo& d : found) {
     for (const Cell& c : cells) {
-      if (c.device == d.device) { used.push_back(d); break; }
+      if (c.device == d.device) {
+        used.push_back(d);
+        break;
+      }
     }
   }
   Status begun = (*store)->BeginRun(info, used);
@@ -181,7 +184,8 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   p.framegate_binary = PipelineExecutablePath();
   CellRunOptions& cell = p.settings.run;
   cell.golden_dir = o.golden_dir;
-  cell.artifacts_dir = o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
+  cell.artifacts_dir =
+      o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
   cell.repeats = o.repeats > 0 ? o.repeats : spec->repeats;
   cell.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
   cell.fp64_ref = o.fp64_ref;
@@ -216,8 +220,8 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   const Status written = WriteReports(*run, **store, o.reports, verdicts);
   if (!written.ok()) return ReportError(written);
   if (interrupted) {
-    text << "interrupted: " << summary->finished << " cells recorded; finish with: "
-              << command << " --resume " << info.run_id << "\n";
+    text << "interrupted: " << summary->finished << " cells recorded; finish with: " << command
+         << " --resume " << info.run_id << "\n";
     return kExitInterrupted;
   }
   if (summary->harness_error) return kExitHarnessError;
@@ -232,8 +236,7 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
 Command AddRunCommand(CLI::App& parent) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* app = parent.add_subcommand("run", kRunSummary);
-  app->add_option("MATRIX", o->matrix,
-                  "Matrix file or shipped name: local, smoke, nightly, qualification");
+  app->add_option("MATRIX", o->matrix, "Matrix file or shipped name: local, smoke, nightly, qualification");
   AddPipelineOptions(app, &o->pipeline);
   AddGoldenDirOption(app, &o->golden_dir);
   app->add_option("--db", o->db, "SQLite results file")->capture_default_str();
@@ -241,12 +244,10 @@ Command AddRunCommand(CLI::App& parent) {
   app->add_option("--tags", o->tags, "Tags of the run: nightly, qualification, ...")->capture_default_str();
   app->add_option("--timeout", o->timeout, "Seconds per cell (default: the matrix's, else 600)");
   app->add_option("--resume", o->resume, "Finish an interrupted run without redoing its cells");
-  app->add_option("--artifacts", o->artifacts,
-                  "Folder for the cells' frames (default: framegate-artifacts)");
+  app->add_option("--artifacts", o->artifacts, "Folder for the cells' frames (default: framegate-artifacts)");
   app->add_option("--repeats", o->repeats, "Timed runs per cell (default: the matrix's)");
   app->add_option("--warmup", o->warmup, "Untimed runs per cell (default: the matrix's)");
-  app->add_flag("--fallback", o->fallback,
-                "Retry NONFINITE/BROKEN_FRAMES cells with the next safer policy");
+  app->add_flag("--fallback", o->fallback, "Retry NONFINITE/BROKEN_FRAMES cells with the next safer policy");
   app->add_flag("--deterministic", o->deterministic,
                 "Deterministic algorithms, TF32 off (cuBLAS workspace: set CUBLAS_WORKSPACE_CONFIG)");
   app->add_flag("--fp64-ref", o->fp64_ref,
@@ -268,7 +269,8 @@ Command AddRunCommand(CLI::App& parent) {
   o->reports.AddTo(app);
   app->callback([app, o] {
     const bool axes = app->count("--size") + app->count("--model") + app->count("--policy") +
-                          app->count("--fault") + app->count("--seed") > 0;
+                          app->count("--fault") + app->count("--seed") >
+                      0;
     o->adhoc = o->matrix.empty() && axes;
     if (!o->matrix.empty() && axes) {
       throw CLI::ValidationError("MATRIX", "give a matrix or ad-hoc axes, not both");
@@ -279,8 +281,8 @@ Command AddRunCommand(CLI::App& parent) {
             if (!o->matrix.empty()) line += " " + o->matrix;
             if (o->adhoc) {
               const Cell c = o->pipeline.ToCells().front();
-              line += (c.model_dir.empty() ? " --size " + c.size : " --model " + c.model_dir) +
-                      " --policy " + o->pipeline.policy + " --seed " + std::to_string(c.seed);
+              line += (c.model_dir.empty() ? " --size " + c.size : " --model " + c.model_dir) + " --policy " +
+                      o->pipeline.policy + " --seed " + std::to_string(c.seed);
               if (!c.fault.empty()) line += " --fault " + c.fault;
             }
             line += " --db " + o->db;

@@ -113,8 +113,8 @@ Command AddDbCommand(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("db", "Inspect the SQLite results database");
   app->require_subcommand(1);
   auto path = std::make_shared<std::string>(kDefaultDb);
-  CLI::App* check = app->add_subcommand(
-      "check", "Integrity check, schema version and row counts (read-only)");
+  CLI::App* check =
+      app->add_subcommand("check", "Integrity check, schema version and row counts (read-only)");
   AddDbOption(check, path.get());
   CLI::App* migrate = app->add_subcommand(
       "migrate", "Bring the file to this framegate's schema now (else the next write does)");
@@ -136,8 +136,8 @@ Command AddDbCommand(CLI::App& parent) {
 }
 
 Command AddMergeCommand(CLI::App& parent) {
-  CLI::App* app = parent.add_subcommand(
-      "merge", "Merge shard/fleet databases into OUT (idempotent; conflicts exit 1)");
+  CLI::App* app =
+      parent.add_subcommand("merge", "Merge shard/fleet databases into OUT (idempotent; conflicts exit 1)");
   auto out = std::make_shared<std::string>();
   auto inputs = std::make_shared<std::vector<std::string>>();
   app->add_option("OUT", *out, "Output database (created if missing)")->required();
@@ -153,13 +153,12 @@ Command AddMergeCommand(CLI::App& parent) {
             for (const std::string& line : counts.conflicts) {
               std::cerr << "framegate: conflict: " << line << "\n";
             }
-            std::cout << "merged " << inputs->size() << " database"
-                      << (inputs->size() == 1 ? "" : "s") << " into " << *out << ": "
-                      << counts.runs_added << " runs added, " << counts.runs_updated
-                      << " updated, " << counts.cells_added << " cells added, "
+            std::cout << "merged " << inputs->size() << " database" << (inputs->size() == 1 ? "" : "s")
+                      << " into " << *out << ": " << counts.runs_added << " runs added, "
+                      << counts.runs_updated << " updated, " << counts.cells_added << " cells added, "
                       << counts.cells_identical << " already present, " << counts.devices_added
-                      << " devices, " << counts.goldens_added << " goldens added, "
-                      << counts.conflicts.size() << " conflicts\n";
+                      << " devices, " << counts.goldens_added << " goldens added, " << counts.conflicts.size()
+                      << " conflicts\n";
             return counts.conflicts.empty() ? kExitOk : kExitFailed;
           }};
 }
@@ -178,47 +177,45 @@ Command AddHistoryCommand(CLI::App& parent) {
   app->add_option("--filter", o->filter, "KEY=GLOB[,KEY=GLOB...], e.g. policy=fp16*,device=cuda:*")
       ->excludes(id);
   app->add_option("--limit", o->limit, "Newest runs shown per cell")->check(CLI::PositiveNumber);
-  app->add_option("--max-cells", o->max_cells, "Most cells a filter shows")
-      ->check(CLI::PositiveNumber);
+  app->add_option("--max-cells", o->max_cells, "Most cells a filter shows")->check(CLI::PositiveNumber);
   AddOutputFileOption(app, "--json", &o->json_path, "Write the history as JSON");
-  return {app, [=]() {
-            if (o->cell_id.empty() == o->filter.empty()) {
-              return ReportError(Status::InvalidInput("history: give a CELL_ID or --filter"));
-            }
-            StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(o->db);
-            if (!store.ok()) return ReportError(store.status());
-            std::vector<std::string> ids = {o->cell_id};
-            if (!o->filter.empty()) {
-              StatusOr<std::vector<std::string>> matched =
-                  MatchCellIds(**store, o->filter, o->max_cells);
-              if (!matched.ok()) return ReportError(matched.status());
-              if (matched->empty()) {
-                return ReportError(Status::NotFound(o->db + ": no cell matches --filter '" +
-                                                    o->filter + "'"));
-              }
-              ids = *matched;
-            }
-            nlohmann::json all = nlohmann::json::array();
-            for (const std::string& cell_id : ids) {
-              StatusOr<std::vector<HistoryPoint>> points = (*store)->CellHistory(cell_id, o->limit);
-              if (!points.ok()) return ReportError(points.status());
-              if (points->empty()) {
-                return ReportError(Status::NotFound(o->db + ": no cell '" + cell_id + "'"));
-              }
-              all.push_back(HistoryToJson(cell_id, *points));
-              if (o->json_path != "-") std::cout << FormatHistory(cell_id, *points);
-            }
-            if (o->json_path.empty()) return kExitOk;
-            const Status written =
-                WriteOutputFile(o->json_path, nlohmann::json{{"cells", all}}.dump(2) + "\n");
-            return written.ok() ? kExitOk : ReportError(written);
-          }};
+  return {
+      app, [=]() {
+        if (o->cell_id.empty() == o->filter.empty()) {
+          return ReportError(Status::InvalidInput("history: give a CELL_ID or --filter"));
+        }
+        StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(o->db);
+        if (!store.ok()) return ReportError(store.status());
+        std::vector<std::string> ids = {o->cell_id};
+        if (!o->filter.empty()) {
+          StatusOr<std::vector<std::string>> matched = MatchCellIds(**store, o->filter, o->max_cells);
+          if (!matched.ok()) return ReportError(matched.status());
+          if (matched->empty()) {
+            return ReportError(Status::NotFound(o->db + ": no cell matches --filter '" + o->filter + "'"));
+          }
+          ids = *matched;
+        }
+        nlohmann::json all = nlohmann::json::array();
+        for (const std::string& cell_id : ids) {
+          StatusOr<std::vector<HistoryPoint>> points = (*store)->CellHistory(cell_id, o->limit);
+          if (!points.ok()) return ReportError(points.status());
+          if (points->empty()) {
+            return ReportError(Status::NotFound(o->db + ": no cell '" + cell_id + "'"));
+          }
+          all.push_back(HistoryToJson(cell_id, *points));
+          if (o->json_path != "-") std::cout << FormatHistory(cell_id, *points);
+        }
+        if (o->json_path.empty()) return kExitOk;
+        const Status written = WriteOutputFile(o->json_path, nlohmann::json{{"cells", all}}.dump(2) + "\n");
+        return written.ok() ? kExitOk : ReportError(written);
+      }};
 }
 
 Command AddCompareCommand(CLI::App& parent) {
-  CLI::App* app = parent.add_subcommand(
-      "compare", "Compare two runs: newly failing cells, accuracy drift, latency (exit 1 on a "
-                 "regression)");
+  CLI::App* app =
+      parent.add_subcommand("compare",
+                            "Compare two runs: newly failing cells, accuracy drift, latency (exit 1 on a "
+                            "regression)");
   struct Options {
     std::string db = kDefaultDb, run_a, run_b;
     CompareOptions compare;
@@ -251,9 +248,10 @@ Command AddCompareCommand(CLI::App& parent) {
 }
 
 Command AddRegressionsCommand(CLI::App& parent) {
-  CLI::App* app = parent.add_subcommand(
-      "regressions", "Sustained regressions, step changes and flaky cells across the history "
-                     "(exit 1 on a regression)");
+  CLI::App* app =
+      parent.add_subcommand("regressions",
+                            "Sustained regressions, step changes and flaky cells across the history "
+                            "(exit 1 on a regression)");
   struct Options {
     std::string db = kDefaultDb;
     RegressionOptions regressions;

@@ -44,10 +44,10 @@ struct Golden {
 
 // Writes atomically (temporary file + rename). IoError naming the path.
 Status WriteGolden(const std::string& path, const Golden& golden);
-// Reads and validates (ParseGoldenLayout, golden_format.h): Corrupt naming the path and the problem for a truncated file, a
-// header that is not JSON, a missing tensor, a format other than framegate-golden,
-// shapes or offsets that do not fit the file; Unsupported for a newer format_version;
-// NotFound when the file does not exist.
+// Reads and validates (ParseGoldenLayout, golden_format.h): Corrupt naming the path and the problem for a
+// truncated file, a header that is not JSON, a missing tensor, a format other than framegate-golden, shapes
+// or offsets that do not fit the file; Unsupported for a newer format_version; NotFound when the file does
+// not exist.
 StatusOr<Golden> ReadGolden(const std::string& path);
 // The same checks on a golden file's bytes; `path` only names it in errors. Never throws.
 StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes);

@@ -12,7 +12,8 @@ namespace framegate {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("fg_golden_" + std::to_string(::getpid()) + name)).string();
+  return (std::filesystem::temp_directory_path() / ("fg_golden_" + std::to_string(::getpid()) + name))
+      .string();
 }
 
 Golden SampleGolden() {
@@ -86,8 +87,8 @@ TEST(GoldenFileTest, DamagedFilesAreCorruptNamingTheFile) {
 // Found by fuzz/golden_fuzz (fuzz/corpus/golden/regression-dtype-not-a-string.safetensors):
 // a tensor entry whose "dtype" is an array made json::value throw out of ReadGolden.
 TEST(GoldenFileTest, FuzzRegressionNonStringHeaderValuesAreCorruptNotExceptions) {
-  const std::string path = std::string(FRAMEGATE_SOURCE_DIR) +
-                           "/fuzz/corpus/golden/regression-dtype-not-a-string.safetensors";
+  const std::string path =
+      std::string(FRAMEGATE_SOURCE_DIR) + "/fuzz/corpus/golden/regression-dtype-not-a-string.safetensors";
   StatusOr<Golden> g = ReadGolden(path);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(), path + ": tensor 'frames': dtype is not F32");

@@ -18,9 +18,8 @@ std::string StringField(const json& obj, const char* key) {
 }
 
 // The tensor `name` from the header, checked against the data section's size.
-StatusOr<GoldenTensorBytes> FindTensor(const std::string& path, const json& header,
-                                       const std::string& name, const char* data,
-                                       uint64_t data_size, size_t rank) {
+StatusOr<GoldenTensorBytes> FindTensor(const std::string& path, const json& header, const std::string& name,
+                                       const char* data, uint64_t data_size, size_t rank) {
   const auto fail = [&](const std::string& what) {
     return Status::Corrupt(path + ": tensor '" + name + "': " + what);
   };
@@ -60,15 +59,16 @@ StatusOr<GoldenTensorBytes> FindTensor(const std::string& path, const json& head
 }  // namespace
 
 StatusOr<GoldenLayout> ParseGoldenLayout(const std::string& path, const std::string& bytes) {
-  if (bytes.size() < 8) return Status::Corrupt(path + ": truncated (" + std::to_string(bytes.size()) + " bytes, no header)");
+  if (bytes.size() < 8)
+    return Status::Corrupt(path + ": truncated (" + std::to_string(bytes.size()) + " bytes, no header)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   if (n > kMaxHeaderBytes || n > bytes.size() - 8) {
     return Status::Corrupt(path + ": header length " + std::to_string(n) +
                            " does not fit the file (not a golden, or truncated)");
   }
-  const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(n),
-                                  nullptr, /*allow_exceptions=*/false);
+  const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(n), nullptr,
+                                  /*allow_exceptions=*/false);
   if (!header.is_object()) return Status::Corrupt(path + ": header is not a JSON object");
   const json meta = header.value("__metadata__", json::object());
   if (!meta.is_object() || StringField(meta, "format") != kGoldenFormat) {

@@ -52,8 +52,8 @@ std::string GoldenKey::CanonicalString() const {
 std::string GoldenKey::Hash() const { return Sha256Hex(CanonicalString()); }
 
 std::string GoldenKey::FileName() const {
-  return PathSafe(pipeline) + (fault.empty() ? "" : "-" + PathSafe(fault)) + "-seed" + std::to_string(seed) + "-" + Hash().substr(0, 8) +
-         ".safetensors";
+  return PathSafe(pipeline) + (fault.empty() ? "" : "-" + PathSafe(fault)) + "-seed" + std::to_string(seed) +
+         "-" + Hash().substr(0, 8) + ".safetensors";
 }
 
 StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec) {
@@ -88,37 +88,33 @@ StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec) {
 std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) {
   std::ostringstream cmd;
   cmd << "framegate golden make "
-      << (spec.model_dir.empty() ? "--size " + spec.size : "--model " + spec.model_dir)
-      << " --seed " << spec.seed;
+      << (spec.model_dir.empty() ? "--size " + spec.size : "--model " + spec.model_dir) << " --seed "
+      << spec.seed;
   if (spec.weight_seed != 0) cmd << " --weight-seed " << spec.weight_seed;
   if (spec.fault != FaultCase::kNone) cmd << " --fault " << FaultCaseName(spec.fault);
   if (spec.sampler) {
-    cmd << " --sampler " << SamplerKindName(spec.sampler->kind) << " --steps "
-        << spec.sampler->steps << " --guidance " << spec.sampler->guidance;
+    cmd << " --sampler " << SamplerKindName(spec.sampler->kind) << " --steps " << spec.sampler->steps
+        << " --guidance " << spec.sampler->guidance;
   }
   cmd << " --golden-dir " << dir;
   return cmd.str();
 }
 
-StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec,
-                                        const std::string& command) const {
+StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec, const std::string& command) const {
   if (spec.policy.name != "fp32") {
-    return Status::InvalidInput("a golden is made under the fp32 policy, not '" +
-                                spec.policy.name + "'");
+    return Status::InvalidInput("a golden is made under the fp32 policy, not '" + spec.policy.name + "'");
   }
   StatusOr<GoldenKey> key = GoldenKeyOf(spec);
   if (!key.ok()) return key.status();
   StatusOr<PipelineOutcome> outcome = RunPipeline(spec);
   if (!outcome.ok()) return outcome.status();
   if (outcome->kind != PipelineOutcome::Kind::kFinished) {
-    return Status::Internal("the FP32 reference run failed: " +
-                            (outcome->kind == PipelineOutcome::Kind::kError
-                                 ? outcome->error.Reason()
-                                 : outcome->unsupported));
+    return Status::Internal(
+        "the FP32 reference run failed: " +
+        (outcome->kind == PipelineOutcome::Kind::kError ? outcome->error.Reason() : outcome->unsupported));
   }
   const GenerationResult& result = outcome->result;
-  if (!at::isfinite(result.decoded).all().item<bool>() ||
-      !at::isfinite(result.latents).all().item<bool>()) {
+  if (!at::isfinite(result.decoded).all().item<bool>() || !at::isfinite(result.latents).all().item<bool>()) {
     return Status::Internal("the FP32 reference run is not finite: no golden written");
   }
   std::error_code ec;
@@ -205,8 +201,8 @@ StatusOr<Golden> GoldenStore::Load(const GoldenKey& key) const {
   StatusOr<Golden> golden = ReadGolden(path);
   if (!golden.ok()) return golden.status();
   if (golden->provenance.config != key.CanonicalString()) {
-    return Status::Corrupt(path + ": made for config '" + golden->provenance.config +
-                           "', expected '" + key.CanonicalString() + "'");
+    return Status::Corrupt(path + ": made for config '" + golden->provenance.config + "', expected '" +
+                           key.CanonicalString() + "'");
   }
   return golden;
 }
@@ -231,7 +227,8 @@ Status GoldenStore::CheckAll(std::vector<std::string>* problems) const {
       continue;
     }
     const GoldenProvenance& p = golden->provenance;
-    if (Sha256Hex(p.config) != p.config_hash || e.file.find(p.config_hash.substr(0, 8)) == std::string::npos) {
+    if (Sha256Hex(p.config) != p.config_hash ||
+        e.file.find(p.config_hash.substr(0, 8)) == std::string::npos) {
       problems->push_back(path + ": config hash does not match its config or its file name");
     }
   }

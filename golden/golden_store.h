@@ -31,7 +31,7 @@ struct GoldenKey {
   // "golden-v1|pipeline=reference:tiny|weights=seed=0|sampler=ddim|steps=8|guidance=5|seed=0"
   // (with "|fault=<name>" after the weights when there is a fault case)
   std::string CanonicalString() const;
-  std::string Hash() const;      // sha256 of CanonicalString()
+  std::string Hash() const;  // sha256 of CanonicalString()
   // "reference-tiny-seed0-1a2b3c4d.safetensors" ("reference-tiny-attn-overflow-seed0-..."
   // with a fault), path-safe.
   std::string FileName() const;

@@ -10,8 +10,8 @@
 namespace framegate {
 
 struct CpuInfo {
-  std::string model;           // "/proc/cpuinfo model name"
-  int logical_cores = 0;       // cores this process may run on (affinity)
+  std::string model;                  // "/proc/cpuinfo model name"
+  int logical_cores = 0;              // cores this process may run on (affinity)
   std::vector<std::string> features;  // of interest: avx2, avx512f, avx512_bf16, amx_bf16, f16c
 };
 
@@ -21,8 +21,8 @@ struct BuildInfo {
   std::string compiler;
   std::string libtorch_version;
   bool libtorch_has_cuda = false;
-  std::string blas;            // resolved path of the BLAS library mapped into the process
-  int threads = 0;             // LibTorch intra-op threads
+  std::string blas;  // resolved path of the BLAS library mapped into the process
+  int threads = 0;   // LibTorch intra-op threads
 };
 
 // Sets LibTorch's intra-op thread count (and OpenMP's, which OpenBLAS-openmp follows).

@@ -16,9 +16,8 @@ std::string Cell::Pipeline() const {
 
 std::string Cell::CanonicalString() const {
   std::ostringstream out;
-  out << "v1|pipeline=" << Pipeline() << "|device=" << device << "|policy=" << policy
-      << "|seed=" << seed << "|fault=" << fault << "|sampler=" << sampler
-      << "|steps=" << steps << "|guidance=" << guidance;
+  out << "v1|pipeline=" << Pipeline() << "|device=" << device << "|policy=" << policy << "|seed=" << seed
+      << "|fault=" << fault << "|sampler=" << sampler << "|steps=" << steps << "|guidance=" << guidance;
   return out.str();
 }
 

@@ -22,8 +22,8 @@ struct Cell {
   int steps = 0;        // 0: the pipeline's default
   double guidance = 0;  // 0: the pipeline's default
   // Not identity: how the cell is judged and scheduled.
-  std::string tolerance;              // tolerance profile, "" for the policy's own
-  std::string xfail;                  // reason the cell is expected to fail, "" if not
+  std::string tolerance;  // tolerance profile, "" for the policy's own
+  std::string xfail;      // reason the cell is expected to fail, "" if not
   // The TOML file ([policy.NAME] tables: a matrix or a policy file) that defines `policy`
   // when it is not a preset; "" for a preset.
   std::string policy_file;

@@ -51,7 +51,7 @@ struct FrameHealth {
   // The video's defect: the most severe frame defect (nonfinite > black > white >
   // uniform > frozen), kNone when every frame is fine.
   FrameDefect defect = FrameDefect::kNone;
-  int defect_frames = 0;                     // frames with that defect
+  int defect_frames = 0;  // frames with that defect
 };
 
 // Where a non-finite value first appeared: the first (step, module) whose output had one.
@@ -68,10 +68,10 @@ struct FirstNonfinite {
 // One module's numeric range over the whole run, against its output dtype's limits.
 struct ModuleProbe {
   std::string module;
-  std::string dtype;               // the dtype whose limits apply ("float16", "bfloat16")
-  double absmax = 0;               // largest finite |value| seen
-  double overflow_fraction = 0;    // of values beyond the dtype's max (or non-finite)
-  double underflow_fraction = 0;   // of non-zero values below its smallest normal
+  std::string dtype;              // the dtype whose limits apply ("float16", "bfloat16")
+  double absmax = 0;              // largest finite |value| seen
+  double overflow_fraction = 0;   // of values beyond the dtype's max (or non-finite)
+  double underflow_fraction = 0;  // of non-zero values below its smallest normal
   // log2(dtype max / absmax): doublings left before overflow; +inf when absmax is 0.
   double headroom_bits = 0;
   // Error against the same module in the cell's FP32 run, as SQNR in dB:
@@ -90,11 +90,11 @@ struct AdviceRun {
 struct Advice {
   CellStatus status_before = CellStatus::kUnresolved;
   CellStatus status_after = CellStatus::kUnresolved;  // of the final islands' run
-  std::vector<std::string> islands;  // the final set (module paths); empty when none found
-  std::string policy_name;           // the suggested policy ("fp16-emulated-islands")
-  std::string policy_toml;           // its [policy.NAME] table, ready for a matrix file
-  double fp32_weight_fraction = 0;   // share of the weights the islands keep in FP32
-  std::vector<AdviceRun> runs;       // every run tried, in order
+  std::vector<std::string> islands;                   // the final set (module paths); empty when none found
+  std::string policy_name;                            // the suggested policy ("fp16-emulated-islands")
+  std::string policy_toml;                            // its [policy.NAME] table, ready for a matrix file
+  double fp32_weight_fraction = 0;                    // share of the weights the islands keep in FP32
+  std::vector<AdviceRun> runs;                        // every run tried, in order
   bool found() const { return status_after == CellStatus::kPass; }
 };
 
@@ -130,7 +130,7 @@ struct CellResult {
   // CPU: tf32 inputs", "native on CUDA: tf32_cublas=1 ...", "attention: math ...". "" for
   // the reference model under a plain policy (it sees everything, nothing emulated).
   std::string observed;
-  std::optional<Advice> advice;     // when `framegate advise` ran on this cell
+  std::optional<Advice> advice;  // when `framegate advise` ran on this cell
   CellTimings timings;
   std::string golden;         // golden file used, "" when none
   std::string artifacts_dir;  // candidate frames/latents saved here, "" when not kept

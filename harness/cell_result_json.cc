@@ -133,8 +133,7 @@ json MetricsToJson(const ComparisonMetrics& m) {
 json AdviceToJson(const Advice& a) {
   json runs = json::array();
   for (const AdviceRun& run : a.runs) {
-    runs.push_back({{"islands", run.islands}, {"status", StatusName(run.status)},
-                    {"reason", run.reason}});
+    runs.push_back({{"islands", run.islands}, {"status", StatusName(run.status)}, {"reason", run.reason}});
   }
   return {{"status_before", StatusName(a.status_before)},
           {"status_after", StatusName(a.status_after)},
@@ -154,8 +153,8 @@ Advice AdviceFromJson(const json& j) {
   a.policy_toml = j.at("policy_toml").get<std::string>();
   a.fp32_weight_fraction = ReadNumber(j.at("fp32_weight_fraction"), kNaN);
   for (const json& run : j.at("runs")) {
-    a.runs.push_back({run.at("islands").get<std::vector<std::string>>(),
-                      StatusFromJson(run.at("status")), run.at("reason").get<std::string>()});
+    a.runs.push_back({run.at("islands").get<std::vector<std::string>>(), StatusFromJson(run.at("status")),
+                      run.at("reason").get<std::string>()});
   }
   return a;
 }
@@ -224,23 +223,22 @@ json CellResultToJson(const CellResult& r) {
     first["inf"] = r.first_nonfinite.count.inf;
   }
   json j = CellToJson(c);
-  const json rest = {
-          {"policy_used", r.policy_used.empty() ? c.policy : r.policy_used},
-          {"status", StatusName(r.status)},
-          {"reason", r.reason},
-          {"error_class", r.error_class},
-          {"error_module", r.error_module},
-          {"error_op", r.error_op},
-          {"metrics", r.metrics ? MetricsToJson(*r.metrics) : json(nullptr)},
-          {"health", HealthToJson(r.health)},
-          {"first_nonfinite", first},
-          {"probes", probes},
-          {"observed", r.observed},
-          {"advice", r.advice ? AdviceToJson(*r.advice) : json(nullptr)},
-          {"timings", TimingsToJson(r.timings)},
-          {"golden", r.golden},
-          {"artifacts_dir", r.artifacts_dir},
-          {"repro", r.repro}};
+  const json rest = {{"policy_used", r.policy_used.empty() ? c.policy : r.policy_used},
+                     {"status", StatusName(r.status)},
+                     {"reason", r.reason},
+                     {"error_class", r.error_class},
+                     {"error_module", r.error_module},
+                     {"error_op", r.error_op},
+                     {"metrics", r.metrics ? MetricsToJson(*r.metrics) : json(nullptr)},
+                     {"health", HealthToJson(r.health)},
+                     {"first_nonfinite", first},
+                     {"probes", probes},
+                     {"observed", r.observed},
+                     {"advice", r.advice ? AdviceToJson(*r.advice) : json(nullptr)},
+                     {"timings", TimingsToJson(r.timings)},
+                     {"golden", r.golden},
+                     {"artifacts_dir", r.artifacts_dir},
+                     {"repro", r.repro}};
   j.update(rest);
   return j;
 }
@@ -274,8 +272,7 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
     if (j.contains("advice") && !j.at("advice").is_null()) r.advice = AdviceFromJson(j.at("advice"));
     for (const json& p : j.at("probes")) {
       r.probes.push_back({p.at("module").get<std::string>(), p.at("dtype").get<std::string>(),
-                          ReadNumber(p.at("absmax"), kNaN),
-                          ReadNumber(p.at("overflow_fraction"), kNaN),
+                          ReadNumber(p.at("absmax"), kNaN), ReadNumber(p.at("overflow_fraction"), kNaN),
                           ReadNumber(p.at("underflow_fraction"), kNaN),
                           ReadNumber(p.at("headroom_bits"), kInf),
                           p.contains("sqnr_db") ? ReadNumber(p.at("sqnr_db"), kInf) : kNaN});

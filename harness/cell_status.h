@@ -32,7 +32,7 @@ enum class CellStatus {
   kXpass,
 };
 
-const char* StatusName(CellStatus status);                   // "PASS", "BROKEN_FRAMES", ...
+const char* StatusName(CellStatus status);                     // "PASS", "BROKEN_FRAMES", ...
 std::optional<CellStatus> ParseStatus(std::string_view name);  // exact names only
 // Whether the status fails a run (exit 1): everything but PASS, UNSUPPORTED and XFAIL.
 bool IsFailure(CellStatus status);

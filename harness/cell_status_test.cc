@@ -5,10 +5,10 @@
 namespace framegate {
 namespace {
 
-constexpr CellStatus kAll[] = {
-    CellStatus::kPass,    CellStatus::kFail,       CellStatus::kNonfinite, CellStatus::kBrokenFrames,
-    CellStatus::kError,   CellStatus::kUnsupported, CellStatus::kUnresolved, CellStatus::kTimeout,
-    CellStatus::kCrash,   CellStatus::kXfail,      CellStatus::kXpass};
+constexpr CellStatus kAll[] = {CellStatus::kPass,         CellStatus::kFail,    CellStatus::kNonfinite,
+                               CellStatus::kBrokenFrames, CellStatus::kError,   CellStatus::kUnsupported,
+                               CellStatus::kUnresolved,   CellStatus::kTimeout, CellStatus::kCrash,
+                               CellStatus::kXfail,        CellStatus::kXpass};
 
 TEST(CellStatusTest, NamesRoundTripAndAreTheArchitecturesNames) {
   std::string joined;

@@ -5,9 +5,7 @@
 namespace framegate {
 namespace {
 
-bool Contains(const std::string& text, const char* needle) {
-  return text.find(needle) != std::string::npos;
-}
+bool Contains(const std::string& text, const char* needle) { return text.find(needle) != std::string::npos; }
 
 std::string FirstLine(const std::string& text) {
   const auto end = text.find('\n');
@@ -19,8 +17,8 @@ std::string FirstLine(const std::string& text) {
 std::string TorchScriptLocation(const std::string& what) {
   static const std::regex file_line(R"re(File "(?:[^"]*/)?([^"/]+)", line (\d+))re");
   std::string location;
-  for (auto it = std::sregex_iterator(what.begin(), what.end(), file_line);
-       it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(what.begin(), what.end(), file_line); it != std::sregex_iterator();
+       ++it) {
     location = (*it)[1].str() + ":" + (*it)[2].str();  // the innermost frame is the last
   }
   return location;
@@ -47,11 +45,16 @@ std::string RealMessage(const std::string& what) {
 
 const char* ErrorClassName(ErrorClass cls) {
   switch (cls) {
-    case ErrorClass::kDtypeMismatch: return "dtype_mismatch";
-    case ErrorClass::kFp8Promotion: return "fp8_promotion";
-    case ErrorClass::kUnsupportedOp: return "unsupported_op";
-    case ErrorClass::kOutOfMemory: return "out_of_memory";
-    case ErrorClass::kOther: return "other";
+    case ErrorClass::kDtypeMismatch:
+      return "dtype_mismatch";
+    case ErrorClass::kFp8Promotion:
+      return "fp8_promotion";
+    case ErrorClass::kUnsupportedOp:
+      return "unsupported_op";
+    case ErrorClass::kOutOfMemory:
+      return "out_of_memory";
+    case ErrorClass::kOther:
+      return "other";
   }
   return "other";
 }
@@ -77,14 +80,13 @@ ClassifiedError ClassifyError(const std::string& what, const std::string& module
   } else if (Contains(m, "must have the same dtype") || Contains(m, "should be the same") ||
              Contains(m, "expected scalar type") || Contains(m, "Expected object of scalar type") ||
              Contains(m, "expected both vectors to have same dtype") ||
-             Contains(m, "expected mat1 and mat2 to have the same dtype") ||
-             Contains(m, "Mixed dtype") || Contains(m, "mixed dtype")) {
+             Contains(m, "expected mat1 and mat2 to have the same dtype") || Contains(m, "Mixed dtype") ||
+             Contains(m, "mixed dtype")) {
     e.cls = ErrorClass::kDtypeMismatch;
   } else if (std::regex_search(m, match, not_implemented)) {
     e.cls = ErrorClass::kUnsupportedOp;
     e.op = match[1].str();
-  } else if (Contains(m, "Could not run") || Contains(m, "no kernel") ||
-             Contains(m, "is not supported on")) {
+  } else if (Contains(m, "Could not run") || Contains(m, "no kernel") || Contains(m, "is not supported on")) {
     e.cls = ErrorClass::kUnsupportedOp;
   } else if (Contains(m, "out of memory") || Contains(m, "can't allocate memory") ||
              Contains(m, "bad_alloc")) {

@@ -17,9 +17,9 @@ const char* ErrorClassName(ErrorClass cls);  // "dtype_mismatch", ...
 
 struct ClassifiedError {
   ErrorClass cls = ErrorClass::kOther;
-  std::string message;  // the first line of the real message
-  std::string module;   // where it happened, when known ("time_embed.0", "denoiser.pt:12")
-  std::string op;       // the missing operator for unsupported_op ("addmm_impl_cpu_")
+  std::string message;   // the first line of the real message
+  std::string module;    // where it happened, when known ("time_embed.0", "denoiser.pt:12")
+  std::string op;        // the missing operator for unsupported_op ("addmm_impl_cpu_")
   std::string graph_op;  // the op node it was raised in, when ops are watched ("aten::linear")
   // "dtype_mismatch: mat1 and mat2 must have the same dtype (in time_embed.0)",
   // "... (in denoiser.embed.time_mlp.0, aten::linear)"

@@ -37,8 +37,10 @@ std::string FormatBytes(int64_t bytes) {
   int unit = 0;
   while (value >= 1024.0 && unit < 4) value /= 1024.0, ++unit;
   char buf[32];
-  if (unit == 0) std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
-  else std::snprintf(buf, sizeof(buf), "%.1f %s", value, units[unit]);
+  if (unit == 0)
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f %s", value, units[unit]);
   return buf;
 }
 

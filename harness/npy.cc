@@ -19,9 +19,12 @@ constexpr size_t kMagicSize = 6;
 
 size_t DtypeSize(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::kFloat32: return 4;
-    case NpyDtype::kFloat64: return 8;
-    case NpyDtype::kUint8: return 1;
+    case NpyDtype::kFloat32:
+      return 4;
+    case NpyDtype::kFloat64:
+      return 8;
+    case NpyDtype::kUint8:
+      return 1;
   }
   return 1;
 }
@@ -31,17 +34,20 @@ size_t DtypeSize(NpyDtype dtype) {
 // regex recurses once per character and overflowed the stack on a long header (npy_fuzz).
 bool FindHeaderValue(const std::string& header, const std::string& key, std::string* value) {
   const std::string quoted = "'" + key + "'";
-  for (size_t at = header.find(quoted); at != std::string::npos;
-       at = header.find(quoted, at + 1)) {
+  for (size_t at = header.find(quoted); at != std::string::npos; at = header.find(quoted, at + 1)) {
     size_t i = header.find_first_not_of(" \t\r\n", at + quoted.size());
     if (i == std::string::npos || header[i] != ':') continue;
     i = header.find_first_not_of(" \t\r\n", i + 1);
     if (i == std::string::npos) return false;
     size_t end = std::string::npos;
-    if (header[i] == '\'') end = header.find('\'', i + 1);
-    else if (header[i] == '(') end = header.find(')', i + 1);
-    else if (header.compare(i, 4, "True") == 0) end = i + 3;
-    else if (header.compare(i, 5, "False") == 0) end = i + 4;
+    if (header[i] == '\'')
+      end = header.find('\'', i + 1);
+    else if (header[i] == '(')
+      end = header.find(')', i + 1);
+    else if (header.compare(i, 4, "True") == 0)
+      end = i + 3;
+    else if (header.compare(i, 5, "False") == 0)
+      end = i + 4;
     if (end == std::string::npos) continue;
     *value = header.substr(i, end - i + 1);
     return true;
@@ -91,11 +97,15 @@ StatusOr<NpyHeader> ParseNpyHeader(const std::string& name, const uint8_t* data,
   array.data_offset = offset + header_len;
   std::string descr, fortran, shape_text;
   if (!FindHeaderValue(header, "descr", &descr)) return bad("header: no 'descr'");
-  if (descr == "'<f4'") array.dtype = NpyDtype::kFloat32;
-  else if (descr == "'<f8'") array.dtype = NpyDtype::kFloat64;
-  else if (descr == "'|u1'" || descr == "'<u1'") array.dtype = NpyDtype::kUint8;
-  else return bad("header: unsupported dtype " + (descr.size() > 40 ? descr.substr(0, 40) + "..." : descr) +
-                  " (expected '<f4', '<f8' or '|u1')");
+  if (descr == "'<f4'")
+    array.dtype = NpyDtype::kFloat32;
+  else if (descr == "'<f8'")
+    array.dtype = NpyDtype::kFloat64;
+  else if (descr == "'|u1'" || descr == "'<u1'")
+    array.dtype = NpyDtype::kUint8;
+  else
+    return bad("header: unsupported dtype " + (descr.size() > 40 ? descr.substr(0, 40) + "..." : descr) +
+               " (expected '<f4', '<f8' or '|u1')");
   if (!FindHeaderValue(header, "fortran_order", &fortran)) return bad("header: no 'fortran_order'");
   if (fortran != "False") return bad("header: Fortran-order arrays are not supported");
   if (!FindHeaderValue(header, "shape", &shape_text)) return bad("header: no 'shape'");
@@ -109,8 +119,7 @@ StatusOr<NpyHeader> ParseNpyHeader(const std::string& name, const uint8_t* data,
     if (first == std::string::npos) continue;
     const auto last = item.find_last_not_of(" \t");
     const std::string digits = item.substr(first, last - first + 1);
-    if (digits.empty() || digits.size() > 12 ||
-        digits.find_first_not_of("0123456789") != std::string::npos)
+    if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos)
       return bad("header: bad shape " + shape_text);
     const int64_t d = std::stoll(digits);
     array.shape.push_back(d);
@@ -119,15 +128,14 @@ StatusOr<NpyHeader> ParseNpyHeader(const std::string& name, const uint8_t* data,
   }
   const size_t expected = static_cast<size_t>(count) * DtypeSize(array.dtype);
   if (size - array.data_offset != expected) {
-    return bad("data is " + std::to_string(size - array.data_offset) + " bytes, shape " +
-               shape_text + " needs " + std::to_string(expected));
+    return bad("data is " + std::to_string(size - array.data_offset) + " bytes, shape " + shape_text +
+               " needs " + std::to_string(expected));
   }
   return array;
 }
 
 // Values [0, n) of raw little-endian `bytes` of `dtype` as float32 into out.
-void ConvertToFloat32(NpyDtype dtype, const uint8_t* bytes, int64_t n, bool scale_uint8,
-                      float* out) {
+void ConvertToFloat32(NpyDtype dtype, const uint8_t* bytes, int64_t n, bool scale_uint8, float* out) {
   switch (dtype) {
     case NpyDtype::kFloat32:
       if (n > 0) std::memcpy(out, bytes, n * sizeof(float));  // no null pointers
@@ -202,8 +210,7 @@ int64_t NpyFile::NumElements() const {
 }
 
 const float* NpyFile::Float32InPlace() const {
-  if (dtype_ != NpyDtype::kFloat32 ||
-      reinterpret_cast<uintptr_t>(data_) % alignof(float) != 0) {
+  if (dtype_ != NpyDtype::kFloat32 || reinterpret_cast<uintptr_t>(data_) % alignof(float) != 0) {
     return nullptr;
   }
   return reinterpret_cast<const float*>(data_);
@@ -220,8 +227,8 @@ StatusOr<NpyFile> OpenNpy(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     // MAP_POPULATE: the page tables are filled in one go rather than a fault per page.
-    void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
-                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void* map =
+        ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (map != MAP_FAILED) {
       file.map_ = map;
       file.map_size_ = static_cast<size_t>(st.st_size);
@@ -240,8 +247,7 @@ StatusOr<NpyFile> OpenNpy(const std::string& path) {
     }
   }
   ::close(fd);
-  const uint8_t* bytes = file.map_ != nullptr ? static_cast<const uint8_t*>(file.map_)
-                                              : file.bytes_.data();
+  const uint8_t* bytes = file.map_ != nullptr ? static_cast<const uint8_t*>(file.map_) : file.bytes_.data();
   const size_t size = file.map_ != nullptr ? file.map_size_ : file.bytes_.size();
   StatusOr<NpyHeader> header = ParseNpyHeader(path, bytes, size);
   if (!header.ok()) return header.status();
@@ -251,8 +257,7 @@ StatusOr<NpyFile> OpenNpy(const std::string& path) {
   return file;
 }
 
-Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,
-                       const float* values) {
+Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape, const float* values) {
   std::string shape_text = "(";
   int64_t count = 1;
   for (size_t i = 0; i < shape.size(); ++i) {

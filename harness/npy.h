@@ -56,7 +56,7 @@ class NpyFile {
   NpyDtype dtype_ = NpyDtype::kFloat32;
   std::vector<int64_t> shape_;
   const uint8_t* data_ = nullptr;
-  void* map_ = nullptr;        // the mapping, when mapped
+  void* map_ = nullptr;  // the mapping, when mapped
   size_t map_size_ = 0;
   std::vector<uint8_t> bytes_;  // the file, when it could not be mapped
 };
@@ -65,7 +65,6 @@ class NpyFile {
 StatusOr<NpyFile> OpenNpy(const std::string& path);
 
 // Writes a float32 array (version 1.0 header). Returns IoError naming the path on failure.
-Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape,
-                       const float* values);
+Status WriteNpyFloat32(const std::string& path, const std::vector<int64_t>& shape, const float* values);
 
 }  // namespace framegate

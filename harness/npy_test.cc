@@ -12,8 +12,8 @@ namespace {
 
 std::string TempPath(const std::string& name) {
   // The process id: CTest runs tests (and CI runs) side by side.
-  return (std::filesystem::temp_directory_path() /
-          ("fg_npy_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("fg_npy_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 TEST(NpyTest, WriteThenReadRoundTripsShapeAndValues) {
@@ -66,7 +66,6 @@ TEST(NpyTest, RejectsBadMagicTruncationAndUnsupportedDtypes) {
   EXPECT_EQ(r->dtype, NpyDtype::kUint8);
 }
 
-
 // Found by fuzz/npy_fuzz (fuzz/corpus/npy/regression-empty-float32.npy): an empty float32
 // array made ToFloat32 memcpy from a null pointer (UBSan).
 TEST(NpyTest, FuzzRegressionEmptyFloat32ArrayConvertsToNoValues) {
@@ -82,14 +81,13 @@ TEST(NpyTest, FuzzRegressionEmptyFloat32ArrayConvertsToNoValues) {
 // Found by fuzz/npy_fuzz (fuzz/corpus/npy/regression-long-header.npy): std::regex recursed
 // once per header character and overflowed the stack (`framegate metrics` segfaulted).
 TEST(NpyTest, FuzzRegressionLongHeaderIsAnErrorNotAStackOverflow) {
-  const std::string path =
-      std::string(FRAMEGATE_SOURCE_DIR) + "/fuzz/corpus/npy/regression-long-header.npy";
+  const std::string path = std::string(FRAMEGATE_SOURCE_DIR) + "/fuzz/corpus/npy/regression-long-header.npy";
   StatusOr<NpyArray> r = ReadNpy(path);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(": header: unsupported dtype 'xxxx"), std::string::npos);
   EXPECT_LT(r.status().message().size(), 200u);  // the 60 KB value is not echoed
-  const std::string huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'pad': '" +
-                           std::string(2000000, 'x') + "'}\n";
+  const std::string huge =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'pad': '" + std::string(2000000, 'x') + "'}\n";
   std::string bytes = std::string("\x93NUMPY\x02\x00", 8);
   for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((huge.size() >> (8 * i)) & 0xff));
   bytes += huge + std::string(4, '\0');
@@ -108,8 +106,8 @@ std::string WriteBytes(const std::string& name, const std::string& bytes) {
 // A version 1.0 .npy file's bytes with the header dict padded by `pad` spaces.
 std::string NpyBytes(const std::string& descr, const std::string& shape, size_t pad,
                      const std::string& data) {
-  const std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape +
-                           ", }" + std::string(pad, ' ') + "\n";
+  const std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }" +
+                           std::string(pad, ' ') + "\n";
   std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
   bytes.push_back(static_cast<char>(dict.size() & 0xff));
   bytes.push_back(static_cast<char>(dict.size() >> 8));
@@ -137,7 +135,8 @@ TEST(NpyTest, OpenNpyUsesAlignedFloat32InPlace) {
 }
 
 TEST(NpyTest, OpenNpyConvertsUint8AndMisalignedFloat32OnCopy) {
-  const std::string u8 = WriteBytes("open_u8.npy", NpyBytes("|u1", "(3,)", 10, std::string("\x00\x33\xff", 3)));
+  const std::string u8 =
+      WriteBytes("open_u8.npy", NpyBytes("|u1", "(3,)", 10, std::string("\x00\x33\xff", 3)));
   StatusOr<NpyFile> a = OpenNpy(u8);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->Float32InPlace(), nullptr);

@@ -10,7 +10,9 @@ namespace framegate {
 namespace {
 
 struct FileCloser {
-  void operator()(FILE* f) const { if (f) std::fclose(f); }
+  void operator()(FILE* f) const {
+    if (f) std::fclose(f);
+  }
 };
 using File = std::unique_ptr<FILE, FileCloser>;
 
@@ -88,13 +90,14 @@ RgbImage FrameToRgb(const float* frame, int64_t height, int64_t width) {
   RgbImage image{width, height, std::vector<uint8_t>(width * height * 3)};
   for (size_t i = 0; i < image.pixels.size(); ++i) {
     const float v = frame[i];
-    image.pixels[i] = std::isnan(v) ? 0 : static_cast<uint8_t>(std::lround(std::fmin(std::fmax(v, 0.f), 1.f) * 255.f));
+    image.pixels[i] =
+        std::isnan(v) ? 0 : static_cast<uint8_t>(std::lround(std::fmin(std::fmax(v, 0.f), 1.f) * 255.f));
   }
   return image;
 }
 
-StatusOr<std::vector<std::string>> WriteFramePngs(const std::string& dir, const float* frames,
-                                                  int64_t count, int64_t height, int64_t width) {
+StatusOr<std::vector<std::string>> WriteFramePngs(const std::string& dir, const float* frames, int64_t count,
+                                                  int64_t height, int64_t width) {
   std::vector<std::string> paths;
   for (int64_t t = 0; t < count; ++t) {
     char name[32];

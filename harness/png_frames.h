@@ -23,7 +23,7 @@ StatusOr<RgbImage> ReadPngRgb(const std::string& path);
 RgbImage FrameToRgb(const float* frame, int64_t height, int64_t width);
 
 // Writes frames [T, H, W, 3] (float32, [0, 1]) as <dir>/frame_0000.png ... Returns the paths.
-StatusOr<std::vector<std::string>> WriteFramePngs(const std::string& dir, const float* frames,
-                                                  int64_t count, int64_t height, int64_t width);
+StatusOr<std::vector<std::string>> WriteFramePngs(const std::string& dir, const float* frames, int64_t count,
+                                                  int64_t height, int64_t width);
 
 }  // namespace framegate

@@ -12,17 +12,17 @@ namespace framegate {
 
 // A device the run used: "cpu" or "cuda:N", with what identifies the hardware.
 struct DeviceInfo {
-  std::string device;                // "cpu", "cuda:0"
-  std::string name;                  // CPU model / GPU name
-  std::string capability;            // GPU compute capability "9.0"; CPU ISA features
+  std::string device;      // "cpu", "cuda:0"
+  std::string name;        // CPU model / GPU name
+  std::string capability;  // GPU compute capability "9.0"; CPU ISA features
   int64_t memory_bytes = 0;
-  std::string driver;                // GPU driver version, "" on the CPU
+  std::string driver;  // GPU driver version, "" on the CPU
 };
 
 struct RunInfo {
-  std::string run_id;       // unique: "<UTC yyyymmddThhmmssZ>-<8 hex>"
-  std::string started_at;   // ISO 8601 UTC
-  std::string finished_at;  // "" while running
+  std::string run_id;             // unique: "<UTC yyyymmddThhmmssZ>-<8 hex>"
+  std::string started_at;         // ISO 8601 UTC
+  std::string finished_at;        // "" while running
   std::string state = "running";  // "running", "finished", "interrupted"
   std::string host;
   std::string git_sha;
@@ -30,11 +30,11 @@ struct RunInfo {
   std::string libtorch_version;
   std::string cuda_version;  // "" without CUDA
   std::string blas;
-  std::string tags;          // comma-separated: "nightly", "qualification", "local"
-  std::string matrix_path;   // "" for ad-hoc axes
+  std::string tags;         // comma-separated: "nightly", "qualification", "local"
+  std::string matrix_path;  // "" for ad-hoc axes
   std::string matrix_sha256;
-  std::string command;       // the command line that started the run
-  std::string shard;         // "i/n", "" when not sharded
+  std::string command;  // the command line that started the run
+  std::string shard;    // "i/n", "" when not sharded
 };
 
 struct RunRecord {

@@ -42,7 +42,7 @@ class Status {
 template <typename T>
 class StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: must not be ok
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
@@ -60,8 +60,8 @@ class StatusOr {
 
 }  // namespace framegate
 
-#define FG_RETURN_IF_ERROR(expr)          \
-  do {                                    \
+#define FG_RETURN_IF_ERROR(expr)             \
+  do {                                       \
     ::framegate::Status fg_status_ = (expr); \
     if (!fg_status_.ok()) return fg_status_; \
   } while (0)

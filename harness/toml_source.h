@@ -13,8 +13,7 @@ namespace framegate {
 
 // "<source>:<line>:<column>" of a node or a parse error's position.
 inline std::string TomlPlace(const std::string& source, const toml::source_region& region) {
-  return source + ":" + std::to_string(region.begin.line) + ":" +
-         std::to_string(region.begin.column);
+  return source + ":" + std::to_string(region.begin.line) + ":" + std::to_string(region.begin.column);
 }
 
 // The parsed table, or InvalidInput "<source>:<line>:<column>: <description>".

@@ -38,13 +38,16 @@ StatusOr<CellFilter> CellFilter::Parse(const std::string& expression) {
   CellFilter filter;
   std::vector<std::string> texts = {""};
   for (char ch : expression) {
-    if (ch == ',') texts.emplace_back();
-    else texts.back() += ch;
+    if (ch == ',')
+      texts.emplace_back();
+    else
+      texts.back() += ch;
   }
   if (texts.size() == 1 && Trim(texts[0]).empty()) return Status::InvalidInput(at + "no terms");
   for (std::string text : texts) {
     text = Trim(text);
-    if (text.empty()) return Status::InvalidInput(at + "empty term (terms are key=value, key!=value, key~text)");
+    if (text.empty())
+      return Status::InvalidInput(at + "empty term (terms are key=value, key!=value, key~text)");
     const size_t pos = text.find_first_of("=!~");
     if (pos == std::string::npos || pos == 0)
       return Status::InvalidInput(at + "'" + text + "' is not key=value, key!=value or key~text");

@@ -24,7 +24,8 @@ std::vector<std::string> Kept(const std::string& expression) {
   EXPECT_TRUE(filter.ok()) << filter.status().ToString();
   std::vector<std::string> labels;
   if (!filter.ok()) return labels;
-  for (const Cell& c : filter->Apply(kCells)) labels.push_back(c.device + "/" + c.policy + "/" + std::to_string(c.seed));
+  for (const Cell& c : filter->Apply(kCells))
+    labels.push_back(c.device + "/" + c.policy + "/" + std::to_string(c.seed));
   return labels;
 }
 
@@ -49,8 +50,9 @@ TEST(CellFilterTest, NotEqualsAndContains) {
 
 TEST(CellFilterTest, BadExpressionsAreOneLineErrors) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"polcy=fp16", "--filter 'polcy=fp16': unknown key 'polcy' (known: pipeline, device, policy, "
-                     "fault, seed, sampler, steps, guidance, id, size, xfail, requires)"},
+      {"polcy=fp16",
+       "--filter 'polcy=fp16': unknown key 'polcy' (known: pipeline, device, policy, "
+       "fault, seed, sampler, steps, guidance, id, size, xfail, requires)"},
       {"fp16", "--filter 'fp16': 'fp16' is not key=value, key!=value or key~text"},
       {"policy=fp16,", "--filter 'policy=fp16,': empty term (terms are key=value, key!=value, key~text)"},
       {"=fp16", "--filter '=fp16': '=fp16' is not key=value, key!=value or key~text"},

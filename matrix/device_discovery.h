@@ -16,10 +16,10 @@ struct HostDevices {
   // "cpu" first, then its kernel paths ("cpu:avx512", "cpu:avx2", "cpu:default"), then
   // "cuda:0", "cuda:1", ...
   std::vector<DeviceInfo> devices;
-  int cpu_cores = 0;                   // cores this process may run on
+  int cpu_cores = 0;                      // cores this process may run on
   std::vector<std::string> cpu_features;  // avx2, avx512f, avx512_bf16, amx_bf16, ...
-  bool built_with_cuda = false;        // this binary has the CUDA code path
-  std::string cuda_runtime;            // "12.1", "" without CUDA
+  bool built_with_cuda = false;           // this binary has the CUDA code path
+  std::string cuda_runtime;               // "12.1", "" without CUDA
 };
 
 // Reads /proc/cpuinfo, /proc/meminfo and, with CUDA, the CUDA runtime. Never fails: an

@@ -87,8 +87,7 @@ const DeviceInfo kBf16Cpu{"cpu", "Sapphire Rapids", "avx2 avx512f avx512_bf16 am
 const DeviceInfo kAmpere{"cuda:0", "A100", "8.0", 0, "535"};
 const DeviceInfo kVolta{"cuda:1", "V100", "7.0", 0, "535"};
 
-Cell On(const std::string& device, const std::string& policy,
-        std::vector<std::string> requirements = {}) {
+Cell On(const std::string& device, const std::string& policy, std::vector<std::string> requirements = {}) {
   Cell c;
   c.device = device;
   c.policy = policy;
@@ -101,8 +100,8 @@ TEST(UnsupportedReasonTest, RunnableCellsHaveNoReason) {
   EXPECT_EQ(UnsupportedReason(On("cpu", "bf16"), {kPlainCpu}), "");  // emulated bf16 runs
   EXPECT_EQ(UnsupportedReason(On("cpu", "fp16-emulated"), {kPlainCpu}), "");
   EXPECT_EQ(UnsupportedReason(On("cpu", "bf16", {"bf16"}), {kBf16Cpu}), "");
-  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp16", {"cuda", "bf16", "tf32", "fp16"}),
-                              {kPlainCpu, kAmpere}), "");
+  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp16", {"cuda", "bf16", "tf32", "fp16"}), {kPlainCpu, kAmpere}),
+            "");
 }
 
 TEST(UnsupportedReasonTest, MissingDevice) {
@@ -126,8 +125,7 @@ TEST(UnsupportedReasonTest, KernelPathTheCpuLacks) {
 }
 
 TEST(UnsupportedReasonTest, UnmetRequirements) {
-  EXPECT_EQ(UnsupportedReason(On("cpu", "fp32", {"cuda"}), {kPlainCpu}),
-            "requires cuda but runs on cpu");
+  EXPECT_EQ(UnsupportedReason(On("cpu", "fp32", {"cuda"}), {kPlainCpu}), "requires cuda but runs on cpu");
   EXPECT_EQ(UnsupportedReason(On("cpu", "bf16", {"bf16"}), {kPlainCpu}),
             "requires bf16: cpu (Old CPU) has no native BF16 (needs avx512_bf16 or amx_bf16)");
   EXPECT_EQ(UnsupportedReason(On("cuda:1", "bf16", {"cuda", "bf16"}), {kPlainCpu, kVolta}),

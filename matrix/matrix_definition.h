@@ -17,8 +17,8 @@ namespace framegate {
 
 // One [[include]], [[exclude]] or [[xfail]] table.
 struct CellPattern {
-  Cell values;                    // the identity fields the entry sets; others default
-  std::vector<std::string> keys;  // which identity keys it sets (cell_keys.h)
+  Cell values;                            // the identity fields the entry sets; others default
+  std::vector<std::string> keys;          // which identity keys it sets (cell_keys.h)
   std::vector<std::string> requirements;  // include: added to the cells
   std::string tolerance;                  // include: set on the cells when non-empty
   std::string reason;                     // xfail: why the cells are expected to fail
@@ -32,15 +32,14 @@ struct MatrixAxis {
 };
 
 struct MatrixDefinition {
-  MatrixSpec settings;            // everything but the cells
-  std::vector<MatrixAxis> axes;   // in IdentityKeys() order; a missing axis is absent
-  std::vector<std::string> requirements;          // top-level `requires`: every cell
-  std::map<std::string, std::string> tolerance;   // policy -> tolerance profile
+  MatrixSpec settings;                           // everything but the cells
+  std::vector<MatrixAxis> axes;                  // in IdentityKeys() order; a missing axis is absent
+  std::vector<std::string> requirements;         // top-level `requires`: every cell
+  std::map<std::string, std::string> tolerance;  // policy -> tolerance profile
   std::vector<CellPattern> include, exclude, xfail;
 };
 
-StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text,
-                                                 const std::string& source,
+StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text, const std::string& source,
                                                  const std::string& base_dir);
 StatusOr<std::vector<Cell>> ExpandMatrix(const MatrixDefinition& definition,
                                          const std::vector<DeviceInfo>& found);
@@ -49,8 +48,7 @@ StatusOr<std::vector<Cell>> ExpandMatrix(const MatrixDefinition& definition,
 // "cuda:0" when there is none (so the cells exist and show as UNSUPPORTED); "cpu:*": each
 // CPU kernel path in `found` ("cpu:default" when none); "all": every device in `found`
 // but the kernel paths (the CPU counts once, as "cpu").
-std::vector<std::string> ExpandDeviceValue(const std::string& value,
-                                           const std::vector<DeviceInfo>& found);
+std::vector<std::string> ExpandDeviceValue(const std::string& value, const std::vector<DeviceInfo>& found);
 // Whether `cell` has every identity value the entry sets.
 bool PatternMatches(const CellPattern& pattern, const Cell& cell);
 

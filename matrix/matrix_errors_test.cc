@@ -17,8 +17,8 @@ const std::vector<DeviceInfo> kCpuOnly = {DeviceInfo{"cpu", "Test CPU", "avx2", 
 // as "bad.toml". The file name holds the process id: CTest runs tests side by side.
 std::string ErrorOf(const std::string& toml) {
   static int counter = 0;
-  const std::string path = ::testing::TempDir() + "/fg_bad_matrix_" + std::to_string(::getpid()) +
-                           "_" + std::to_string(++counter) + ".toml";
+  const std::string path = ::testing::TempDir() + "/fg_bad_matrix_" + std::to_string(::getpid()) + "_" +
+                           std::to_string(++counter) + ".toml";
   std::ofstream(path) << toml;
   StatusOr<MatrixSpec> spec = LoadMatrix(path, kCpuOnly);
   if (spec.ok()) return "(no error)";

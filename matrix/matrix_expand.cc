@@ -24,8 +24,8 @@ std::vector<Cell> AxisProduct(const MatrixDefinition& def, const std::vector<Dev
         continue;
       }
       for (const std::string& device : ExpandDeviceValue(value.device, found)) {
-        const bool seen = std::any_of(values.begin(), values.end(),
-                                      [&](const Cell& v) { return v.device == device; });
+        const bool seen =
+            std::any_of(values.begin(), values.end(), [&](const Cell& v) { return v.device == device; });
         if (seen) continue;  // "all" and "cpu" both name the CPU: one axis value
         Cell expanded;
         expanded.device = device;
@@ -110,8 +110,7 @@ StatusOr<std::vector<AddedCell>> ApplyIncludes(const MatrixDefinition& def,
 
 }  // namespace
 
-std::vector<std::string> ExpandDeviceValue(const std::string& value,
-                                           const std::vector<DeviceInfo>& found) {
+std::vector<std::string> ExpandDeviceValue(const std::string& value, const std::vector<DeviceInfo>& found) {
   if (value != "cuda" && value != "all" && value != "cpu:*") return {value};
   std::vector<std::string> devices;
   for (const DeviceInfo& d : found) {
@@ -133,8 +132,7 @@ bool PatternMatches(const CellPattern& pattern, const Cell& cell) {
   return true;
 }
 
-StatusOr<std::vector<Cell>> ExpandMatrix(const MatrixDefinition& def,
-                                         const std::vector<DeviceInfo>& found) {
+StatusOr<std::vector<Cell>> ExpandMatrix(const MatrixDefinition& def, const std::vector<DeviceInfo>& found) {
   std::vector<Cell> cells;
   for (Cell& cell : AxisProduct(def, found)) {
     const bool excluded = std::any_of(def.exclude.begin(), def.exclude.end(),

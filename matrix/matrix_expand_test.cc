@@ -51,9 +51,9 @@ seeds = [0, 1]
 
 TEST(MatrixExpandTest, ProductIsInAxisOrderWithValuesAsWritten) {
   const MatrixSpec spec = Expand(kTwoByTwo);
-  EXPECT_EQ(Labels(spec), (std::vector<std::string>{
-                              "reference:tiny cpu fp32 seed=0", "reference:tiny cpu fp32 seed=1",
-                              "reference:tiny cpu bf16 seed=0", "reference:tiny cpu bf16 seed=1"}));
+  EXPECT_EQ(Labels(spec),
+            (std::vector<std::string>{"reference:tiny cpu fp32 seed=0", "reference:tiny cpu fp32 seed=1",
+                                      "reference:tiny cpu bf16 seed=0", "reference:tiny cpu bf16 seed=1"}));
   EXPECT_EQ(spec.name, "m");
   EXPECT_EQ(spec.repeats, 1);
   EXPECT_EQ(spec.warmup, 0);
@@ -67,9 +67,9 @@ TEST(MatrixExpandTest, ExcludeRemovesCombinationsMatchingEveryGivenKey) {
 policy = "bf16"
 seed = 1
 )");
-  EXPECT_EQ(Labels(spec), (std::vector<std::string>{"reference:tiny cpu fp32 seed=0",
-                                                    "reference:tiny cpu fp32 seed=1",
-                                                    "reference:tiny cpu bf16 seed=0"}));
+  EXPECT_EQ(Labels(spec),
+            (std::vector<std::string>{"reference:tiny cpu fp32 seed=0", "reference:tiny cpu fp32 seed=1",
+                                      "reference:tiny cpu bf16 seed=0"}));
 }
 
 TEST(MatrixExpandTest, IncludeMatchingCombinationsAddsKeysWithoutChangingThem) {
@@ -135,8 +135,9 @@ policy = "bf16"
 policy = "bf16"
 seed = 5
 )");
-  EXPECT_EQ(message, "m.toml:11:1: include adds 'reference:tiny cpu bf16 seed=5' but the exclude "
-                     "at m.toml:8:1 removes it: drop one of the two");
+  EXPECT_EQ(message,
+            "m.toml:11:1: include adds 'reference:tiny cpu bf16 seed=5' but the exclude "
+            "at m.toml:8:1 removes it: drop one of the two");
 }
 
 TEST(MatrixExpandTest, TwoIncludesAddingTheSameCellIsADuplicate) {
@@ -147,8 +148,9 @@ policy = "fp8e4m3-bf16"
 policy = "fp8e4m3-bf16"
 requires = ["bf16"]
 )");
-  EXPECT_EQ(message, "m.toml:10:1: include adds 'reference:tiny cpu fp8e4m3-bf16 seed=0', which "
-                     "is already in the matrix (duplicate cell)");
+  EXPECT_EQ(message,
+            "m.toml:10:1: include adds 'reference:tiny cpu fp8e4m3-bf16 seed=0', which "
+            "is already in the matrix (duplicate cell)");
 }
 
 TEST(MatrixExpandTest, XfailMarksMatchingCellsFirstEntryWins) {
@@ -236,7 +238,9 @@ policies = ["fp32"]
 pipelines = ["tiny"]
 devices = ["cpu:sse"]
 policies = ["fp32"]
-)").find("unknown device 'cpu:sse'"), std::string::npos);
+)")
+                .find("unknown device 'cpu:sse'"),
+            std::string::npos);
 }
 
 TEST(MatrixExpandTest, EntryDeviceCudaMatchesEveryGpuAndAllAddsOneCellPerDevice) {
@@ -252,11 +256,11 @@ policy = "fp32"
 device = "all"
 policy = "bf16"
 fault = "input-fp32"
-)", {Device("cpu", ""), Device("cuda:0", "9.0")});
-  EXPECT_EQ(Labels(spec), (std::vector<std::string>{
-                              "reference:tiny cpu fp32 seed=0",
-                              "reference:tiny cpu bf16 seed=0 fault=input-fp32",
-                              "reference:tiny cuda:0 bf16 seed=0 fault=input-fp32"}));
+)",
+                                 {Device("cpu", ""), Device("cuda:0", "9.0")});
+  EXPECT_EQ(Labels(spec), (std::vector<std::string>{"reference:tiny cpu fp32 seed=0",
+                                                    "reference:tiny cpu bf16 seed=0 fault=input-fp32",
+                                                    "reference:tiny cuda:0 bf16 seed=0 fault=input-fp32"}));
 }
 
 TEST(MatrixExpandTest, ModelPackageFoldersResolveAgainstTheMatrixFolder) {
@@ -268,7 +272,8 @@ TEST(MatrixExpandTest, ModelPackageFoldersResolveAgainstTheMatrixFolder) {
 pipelines = ["tiny", "models/my-model"]
 devices = ["cpu"]
 policies = ["fp32"]
-)", dir + "/m.toml", dir, kCpuOnly);
+)",
+                                          dir + "/m.toml", dir, kCpuOnly);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   ASSERT_EQ(spec->cells.size(), 2u);
   EXPECT_EQ(spec->cells[1].Pipeline(), "model:my-model");
@@ -298,8 +303,8 @@ mine = "bf16"
   EXPECT_EQ(spec->cells[1].policy, "mine");
   EXPECT_EQ(spec->cells[1].policy_file, "/srv/m.toml");
   StatusOr<MatrixSpec> bad = ParseMatrix(
-      "[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\"]\nseeds = [0]\npolicies = [\"theirs\"]\n",
-      "m.toml", "", {});
+      "[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\"]\nseeds = [0]\npolicies = [\"theirs\"]\n", "m.toml",
+      "", {});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message().rfind("m.toml:5:", 0), 0u) << bad.status().message();
   EXPECT_NE(bad.status().message().find("unknown policy 'theirs'"), std::string::npos);

@@ -5,11 +5,11 @@
 
 #include <toml++/toml.h>
 
-#include "harness/toml_source.h"
-#include "harness/sha256.h"
 #include "checks/tolerance.h"
-#include "matrix/device_discovery.h"
+#include "harness/sha256.h"
+#include "harness/toml_source.h"
 #include "matrix/cell_keys.h"
+#include "matrix/device_discovery.h"
 #include "matrix/matrix_definition.h"
 #include "matrix/unsupported.h"
 #include "pipelines/dtype_policy.h"
@@ -36,8 +36,7 @@ class MatrixReader {
  public:
   // `policies`: the presets and the matrix's own [policy.NAME] tables, which
   // `policy_file` defines (the file cells name so that their process can read them).
-  MatrixReader(std::string source, std::string base_dir, PolicySet policies,
-               std::string policy_file)
+  MatrixReader(std::string source, std::string base_dir, PolicySet policies, std::string policy_file)
       : source_(std::move(source)),
         base_dir_(std::move(base_dir)),
         policies_(std::move(policies)),
@@ -62,8 +61,7 @@ class MatrixReader {
   StatusOr<std::string> ReadToleranceProfile(const toml::node& node) const;
   Status ReadAxes(const toml::table& axes, MatrixDefinition* def) const;
   // An array of tables: [[include]], [[exclude]] or [[xfail]].
-  Status ReadEntries(const std::string& kind, const toml::node& node,
-                     std::vector<CellPattern>* out) const;
+  Status ReadEntries(const std::string& kind, const toml::node& node, std::vector<CellPattern>* out) const;
   Status ReadEntry(const std::string& kind, const toml::table& table, CellPattern* out) const;
   Status ReadSettings(const toml::table& root, MatrixDefinition* def) const;
   Status ReadTolerance(const toml::table& table, MatrixDefinition* def) const;
@@ -76,24 +74,21 @@ class MatrixReader {
   std::string policy_file_;
 };
 
-StatusOr<std::string> MatrixReader::ReadString(const std::string& what,
-                                               const toml::node& node) const {
+StatusOr<std::string> MatrixReader::ReadString(const std::string& what, const toml::node& node) const {
   const std::optional<std::string> value = node.value_exact<std::string>();
   if (!value) return Error(node.source(), what + " must be a string, not " + TypeName(node));
   return *value;
 }
 
-Status MatrixReader::ReadPipeline(const std::string& value, const toml::node& node,
-                                  Cell* cell) const {
+Status MatrixReader::ReadPipeline(const std::string& value, const toml::node& node, Cell* cell) const {
   if (FindReferenceSize(value).ok()) {
     cell->size = value;
     cell->model_dir.clear();
     return Status::Ok();
   }
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(value).is_absolute() || base_dir_.empty()
-                           ? fs::path(value)
-                           : fs::path(base_dir_) / value;
+  const fs::path dir =
+      fs::path(value).is_absolute() || base_dir_.empty() ? fs::path(value) : fs::path(base_dir_) / value;
   std::error_code ec;
   if (fs::is_regular_file(dir / "model.toml", ec)) {
     cell->model_dir = dir.lexically_normal().string();
@@ -102,15 +97,14 @@ Status MatrixReader::ReadPipeline(const std::string& value, const toml::node& no
   if (value.find('/') == std::string::npos && !fs::exists(dir, ec)) {
     std::vector<std::string> sizes;
     for (const ReferenceSize& s : ReferenceSizes()) sizes.push_back(s.name);
-    return Error(node.source(), "unknown pipeline '" + value + "' (a size: " + Join(sizes) +
-                                    "; or a model package folder)");
+    return Error(node.source(),
+                 "unknown pipeline '" + value + "' (a size: " + Join(sizes) + "; or a model package folder)");
   }
-  return Error(node.source(), "model package folder '" + value + "' (" + dir.string() +
-                                  ") has no model.toml");
+  return Error(node.source(),
+               "model package folder '" + value + "' (" + dir.string() + ") has no model.toml");
 }
 
-Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node,
-                                  Cell* cell) const {
+Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const {
   if (key == "seed" || key == "steps") {
     const std::optional<int64_t> v = node.value_exact<int64_t>();
     if (key == "seed") {
@@ -119,8 +113,8 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
       cell->seed = static_cast<uint64_t>(*v);
     } else {
       if (!v || *v < 1 || *v > 10000)
-        return Error(node.source(), "steps must be an integer from 1 to 10000" +
-                                        (v ? "" : ", not " + TypeName(node)));
+        return Error(node.source(),
+                     "steps must be an integer from 1 to 10000" + (v ? "" : ", not " + TypeName(node)));
       cell->steps = static_cast<int>(*v);
     }
     return Status::Ok();
@@ -128,8 +122,8 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
   if (key == "guidance") {
     const std::optional<double> v = node.is_number() ? node.value<double>() : std::nullopt;
     if (!v || *v < 1.0)
-      return Error(node.source(), "guidance must be a number >= 1" +
-                                      (v ? std::string() : ", not " + TypeName(node)));
+      return Error(node.source(),
+                   "guidance must be a number >= 1" + (v ? std::string() : ", not " + TypeName(node)));
     cell->guidance = *v;
     return Status::Ok();
   }
@@ -138,8 +132,8 @@ Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node
   const std::string& v = *value;
   if (key == "pipeline") return ReadPipeline(v, node, cell);
   if (key == "device") {
-    const bool gpu = v.size() > 5 && v.rfind("cuda:", 0) == 0 &&
-                     v.find_first_not_of("0123456789", 5) == std::string::npos;
+    const bool gpu =
+        v.size() > 5 && v.rfind("cuda:", 0) == 0 && v.find_first_not_of("0123456789", 5) == std::string::npos;
     const bool kernel_path = !CpuKernelPathOf(v).empty() || v == "cpu:*";
     if (v != "cpu" && v != "cuda" && v != "all" && !gpu && !kernel_path)
       return Error(node.source(), "unknown device '" + v +
@@ -229,8 +223,7 @@ Status MatrixReader::ReadAxes(const toml::table& axes, MatrixDefinition* def) co
   return Status::Ok();
 }
 
-Status MatrixReader::ReadEntry(const std::string& kind, const toml::table& table,
-                               CellPattern* out) const {
+Status MatrixReader::ReadEntry(const std::string& kind, const toml::table& table, CellPattern* out) const {
   out->where = Where(table.source());
   std::vector<std::string> known = IdentityKeys();
   if (kind == "include") known.insert(known.end(), {"requires", "tolerance"});
@@ -257,8 +250,7 @@ Status MatrixReader::ReadEntry(const std::string& kind, const toml::table& table
       out->reason = *reason;
     }
   }
-  if (kind == "xfail" && out->reason.empty())
-    return Error(table.source(), "[[xfail]] needs a reason");
+  if (kind == "xfail" && out->reason.empty()) return Error(table.source(), "[[xfail]] needs a reason");
   if (kind == "exclude" && out->keys.empty())
     return Error(table.source(), "[[exclude]] needs at least one of " + Join(IdentityKeys()));
   return Status::Ok();
@@ -324,9 +316,9 @@ Status MatrixReader::ReadSettings(const toml::table& root, MatrixDefinition* def
       auto& entries = key == "include" ? def->include : key == "exclude" ? def->exclude : def->xfail;
       FG_RETURN_IF_ERROR(ReadEntries(key, node, &entries));
     } else {
-      return UnknownKey(name, "the matrix", {"name", "description", "repeats", "warmup", "timeout",
-                                             "requires", "axes", "tolerance", "policy",
-                                             "include", "exclude", "xfail"});
+      return UnknownKey(name, "the matrix",
+                        {"name", "description", "repeats", "warmup", "timeout", "requires", "axes",
+                         "tolerance", "policy", "include", "exclude", "xfail"});
     }
   }
   if (def->axes.empty()) return Status::InvalidInput(source_ + ":1:1: the matrix needs an [axes] table");
@@ -335,8 +327,7 @@ Status MatrixReader::ReadSettings(const toml::table& root, MatrixDefinition* def
 
 }  // namespace
 
-StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text,
-                                                 const std::string& source,
+StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text, const std::string& source,
                                                  const std::string& base_dir) {
   StatusOr<toml::table> parsed = ParseTomlText(toml_text, source);
   if (!parsed.ok()) return parsed.status();

@@ -26,8 +26,7 @@ std::vector<std::string> ShippedMatrixNames() {
   return names;
 }
 
-StatusOr<MatrixSpec> LoadMatrix(const std::string& path_or_name,
-                                const std::vector<DeviceInfo>& found) {
+StatusOr<MatrixSpec> LoadMatrix(const std::string& path_or_name, const std::vector<DeviceInfo>& found) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_regular_file(path_or_name, ec)) {
@@ -40,8 +39,7 @@ StatusOr<MatrixSpec> LoadMatrix(const std::string& path_or_name,
   std::string known;
   for (const ShippedMatrix& m : kShippedMatrices) {
     const std::string repo_path = std::string("matrix/") + m.name + ".toml";
-    if (path_or_name == m.name || path_or_name == repo_path)
-      return ParseMatrix(m.toml, repo_path, "", found);
+    if (path_or_name == m.name || path_or_name == repo_path) return ParseMatrix(m.toml, repo_path, "", found);
     known += (known.empty() ? "" : ", ") + std::string(m.name);
   }
   return Status::NotFound(path_or_name + ": no such matrix file (shipped matrices: " + known + ")");

@@ -17,13 +17,13 @@
 namespace framegate {
 
 struct MatrixSpec {
-  std::string source;       // the path as given, or "matrix/<name>.toml" for a shipped one
-  std::string name;         // the file's `name`, else its file name without ".toml"
-  std::string description;  // the file's `description`, may be ""
-  std::string sha256;       // of the TOML text (RunInfo::matrix_sha256)
-  std::vector<Cell> cells;  // expanded: deterministic order, unique ids
-  int repeats = 1;          // timed repeats of each cell
-  int warmup = 0;           // untimed warm-up runs of each cell before the repeats
+  std::string source;          // the path as given, or "matrix/<name>.toml" for a shipped one
+  std::string name;            // the file's `name`, else its file name without ".toml"
+  std::string description;     // the file's `description`, may be ""
+  std::string sha256;          // of the TOML text (RunInfo::matrix_sha256)
+  std::vector<Cell> cells;     // expanded: deterministic order, unique ids
+  int repeats = 1;             // timed repeats of each cell
+  int warmup = 0;              // untimed warm-up runs of each cell before the repeats
   double timeout_seconds = 0;  // wall-clock limit of one cell; 0: the runner's default
 };
 
@@ -36,8 +36,7 @@ StatusOr<MatrixSpec> ParseMatrix(const std::string& toml_text, const std::string
 // Reads `path_or_name`: an existing file; else a shipped matrix by name ("smoke") or by
 // its repository path ("matrix/smoke.toml"), from the copy compiled into the binary.
 // NotFound when it is none of these.
-StatusOr<MatrixSpec> LoadMatrix(const std::string& path_or_name,
-                                const std::vector<DeviceInfo>& found);
+StatusOr<MatrixSpec> LoadMatrix(const std::string& path_or_name, const std::vector<DeviceInfo>& found);
 
 // local, nightly, qualification, smoke.
 std::vector<std::string> ShippedMatrixNames();

@@ -24,7 +24,8 @@ StatusOr<ShardSpec> ParseShard(const std::string& text) {
   if (index < 0 || count < 0) return Status::InvalidInput(at + "expected i/n with whole numbers, e.g. 1/4");
   if (count < 1 || count > 10000) return Status::InvalidInput(at + "n must be from 1 to 10000");
   if (index < 1 || index > count)
-    return Status::InvalidInput(at + "i must be from 1 to n (shards are numbered 1.." + std::to_string(count) + ")");
+    return Status::InvalidInput(at + "i must be from 1 to n (shards are numbered 1.." +
+                                std::to_string(count) + ")");
   return ShardSpec{static_cast<int>(index), static_cast<int>(count)};
 }
 

@@ -67,10 +67,12 @@ TEST(ShippedMatricesTest, SmokeIsTenTinyCpuCellsWithTheFiveFaultCasesExpectedToF
   EXPECT_EQ(CountIf(smoke, [](const Cell& c) { return !c.fault.empty() && c.expected_to_fail(); }), 5);
   EXPECT_EQ(CountIf(smoke, [](const Cell& c) { return c.fault.empty() && !c.expected_to_fail(); }), 5);
   for (const Cell& c : smoke.cells) {
-    const std::map<std::string, std::string> policy_of_fault = {
-        {"", c.policy}, {"time-embed-fp32", "bf16"}, {"attn-overflow", "fp16-emulated"},
-        {"activation-overflow", "fp16-emulated"}, {"input-fp32", "bf16"},
-        {"fp8-no-upcast", "fp8e4m3-bf16"}};
+    const std::map<std::string, std::string> policy_of_fault = {{"", c.policy},
+                                                                {"time-embed-fp32", "bf16"},
+                                                                {"attn-overflow", "fp16-emulated"},
+                                                                {"activation-overflow", "fp16-emulated"},
+                                                                {"input-fp32", "bf16"},
+                                                                {"fp8-no-upcast", "fp8e4m3-bf16"}};
     EXPECT_EQ(c.policy, policy_of_fault.at(c.fault)) << c.Label();
   }
 }
@@ -95,8 +97,7 @@ TEST(ShippedMatricesTest, QualificationIsLargeOnGpusAndUnsupportedWithoutOne) {
     EXPECT_EQ(c.size, "large");
     EXPECT_EQ(c.device, "cuda:0");
     EXPECT_EQ(c.requirements.front(), "cuda");
-    EXPECT_EQ(UnsupportedReason(c, kCpuOnly),
-              "device cuda:0 not found on this host (found: cpu)");
+    EXPECT_EQ(UnsupportedReason(c, kCpuOnly), "device cuda:0 not found on this host (found: cpu)");
   }
   const MatrixSpec gpus = Load("qualification", kTwoGpus);
   ASSERT_EQ(gpus.cells.size(), 32u);
@@ -109,8 +110,7 @@ TEST(ShippedMatricesTest, QualificationIsLargeOnGpusAndUnsupportedWithoutOne) {
     }
     if (c.device == "cuda:1" && c.seed == 0 && !reason.empty()) unsupported_on_v100.push_back(c.policy);
   }
-  EXPECT_EQ(unsupported_on_v100,
-            (std::vector<std::string>{"tf32", "bf16", "fp8e4m3-bf16", "fp8e5m2-bf16"}));
+  EXPECT_EQ(unsupported_on_v100, (std::vector<std::string>{"tf32", "bf16", "fp8e4m3-bf16", "fp8e5m2-bf16"}));
 }
 
 }  // namespace

@@ -30,19 +30,24 @@ std::string UnmetRequirement(const std::string& requirement, const DeviceInfo& d
     return gpu ? "" : "requires cuda but runs on " + device.device;
   }
   if (requirement == "bf16") {
-    const bool native = gpu ? capability >= 80
-                            : HasCpuFeature(device, "avx512_bf16") || HasCpuFeature(device, "amx_bf16");
-    return native ? "" : "requires bf16: " + on + " has no native BF16 (" +
-                             (gpu ? "needs capability >= 8.0" : "needs avx512_bf16 or amx_bf16") + ")";
+    const bool native =
+        gpu ? capability >= 80 : HasCpuFeature(device, "avx512_bf16") || HasCpuFeature(device, "amx_bf16");
+    return native ? ""
+                  : "requires bf16: " + on + " has no native BF16 (" +
+                        (gpu ? "needs capability >= 8.0" : "needs avx512_bf16 or amx_bf16") + ")";
   }
   if (requirement == "fp16") {
     return gpu && capability >= 53 ? "" : "requires fp16: " + on + " has no native FP16 compute";
   }
   if (requirement == "tf32") {
-    return gpu && capability >= 80 ? "" : "requires tf32: " + on + " has no TF32 (needs a GPU with capability >= 8.0)";
+    return gpu && capability >= 80
+               ? ""
+               : "requires tf32: " + on + " has no TF32 (needs a GPU with capability >= 8.0)";
   }
   if (requirement == "fp8") {
-    return gpu && capability >= 89 ? "" : "requires fp8: " + on + " has no FP8 tensor cores (needs a GPU with capability >= 8.9)";
+    return gpu && capability >= 89
+               ? ""
+               : "requires fp8: " + on + " has no FP8 tensor cores (needs a GPU with capability >= 8.9)";
   }
   return "unknown requirement '" + requirement + "'";
 }
@@ -58,9 +63,8 @@ std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& f
   const DeviceInfo* device = FindDevice(found, cell.device);
   const std::string kernel_path = CpuKernelPathOf(cell.device);
   if (!device && !kernel_path.empty()) {
-    return "device " + cell.device + ": this CPU lacks ATen's " + kernel_path +
-           " kernel path (needs " + CpuKernelPathFlags(kernel_path) +
-           "; kernel paths found: " + DeviceNames(found, true) + ")";
+    return "device " + cell.device + ": this CPU lacks ATen's " + kernel_path + " kernel path (needs " +
+           CpuKernelPathFlags(kernel_path) + "; kernel paths found: " + DeviceNames(found, true) + ")";
   }
   if (!device) {
     return "device " + cell.device + " not found on this host (found: " + DeviceNames(found) + ")";
@@ -72,7 +76,8 @@ std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& f
   const StatusOr<DtypePolicy> policy = FindPolicyIn(cell.policy, cell.policy_file);
   if (!policy.ok()) return policy.status().message();
   if (!IsGpu(*device) && policy->compute == c10::kHalf) {
-    return "policy " + cell.policy + " computes in fp16: LibTorch " TORCH_VERSION
+    return "policy " + cell.policy +
+           " computes in fp16: LibTorch " TORCH_VERSION
            " has no FP16 convolution/matmul on the CPU (fp16-emulated is the CPU's stand-in)";
   }
   return "";

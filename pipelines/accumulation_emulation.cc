@@ -9,8 +9,8 @@ namespace framegate {
 std::string AccumulationEmulation::Describe() const {
   std::string text = tf32_inputs ? "tf32 inputs" : "";
   if (reduced_sum != c10::ScalarType::Undefined) {
-    text += std::string(text.empty() ? "" : ", ") + DtypeName(reduced_sum) +
-            " accumulation in blocks of " + std::to_string(block);
+    text += std::string(text.empty() ? "" : ", ") + DtypeName(reduced_sum) + " accumulation in blocks of " +
+            std::to_string(block);
   }
   return text;
 }
@@ -36,8 +36,7 @@ AccumulationEmulation AccumulationOf(const DtypePolicy& policy, bool on_cpu) {
   return e;
 }
 
-at::Tensor EmulatedMatmul(const at::Tensor& a, const at::Tensor& b,
-                          const AccumulationEmulation& emulation) {
+at::Tensor EmulatedMatmul(const at::Tensor& a, const at::Tensor& b, const AccumulationEmulation& emulation) {
   const at::Tensor lhs = emulation.tf32_inputs ? RoundToTf32(a.to(at::kFloat)) : a.to(at::kFloat);
   const at::Tensor rhs = emulation.tf32_inputs ? RoundToTf32(b.to(at::kFloat)) : b.to(at::kFloat);
   if (emulation.reduced_sum == c10::ScalarType::Undefined) return at::matmul(lhs, rhs).to(a.scalar_type());

@@ -42,8 +42,7 @@ at::Tensor RoundToTf32(const at::Tensor& x);
 
 // a [..., M, K] @ b [..., K, N] (broadcast like at::matmul) under the emulation: computed
 // in float32 and returned in a's dtype.
-at::Tensor EmulatedMatmul(const at::Tensor& a, const at::Tensor& b,
-                          const AccumulationEmulation& emulation);
+at::Tensor EmulatedMatmul(const at::Tensor& a, const at::Tensor& b, const AccumulationEmulation& emulation);
 // The emulation a policy asks for on `device`: on a CUDA device none (the policy's flags
 // set the real cuBLAS/cuDNN switches), on the CPU the flags above.
 struct DtypePolicy;

@@ -28,9 +28,9 @@ TEST(AccumulationEmulationTest, Tf32RoundsToTenMantissaBitsTiesToEven) {
                                    -3.14159265f, 65504.0f, INFINITY, NAN});
   const at::Tensor r = RoundToTf32(x);
   EXPECT_EQ(r[0].item<float>(), 1.0f);
-  EXPECT_EQ(r[1].item<float>(), 1.0f);                 // a tie: to the even (kept) value
-  EXPECT_EQ(r[2].item<float>(), 1.0f + 4.0f / 2048);   // a tie: up to even
-  EXPECT_EQ(r[3].item<float>(), 1.0f);                 // below half an ulp
+  EXPECT_EQ(r[1].item<float>(), 1.0f);                // a tie: to the even (kept) value
+  EXPECT_EQ(r[2].item<float>(), 1.0f + 4.0f / 2048);  // a tie: up to even
+  EXPECT_EQ(r[3].item<float>(), 1.0f);                // below half an ulp
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(r[i].item<float>(), Tf32ByHand(x[i].item<float>())) << i;
   EXPECT_TRUE(std::isinf(r[6].item<float>()));
   EXPECT_TRUE(std::isnan(r[7].item<float>()));

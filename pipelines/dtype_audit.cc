@@ -17,8 +17,7 @@ void TraceOneStep(VideoModel& model, DtypeAudit* audit) {
   const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
   try {
     model.BeginStep(0);
-    model.PredictNoise(in.noise.to(opts),
-                       at::full({1}, 999.0, at::TensorOptions().device(model.device())),
+    model.PredictNoise(in.noise.to(opts), at::full({1}, 999.0, at::TensorOptions().device(model.device())),
                        in.cond.to(opts));
   } catch (const std::exception& e) {
     audit->step_error = ClassifyError(e.what(), model.CurrentModule(), model.CurrentOp());
@@ -41,16 +40,20 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
 
 }  // namespace
 
-c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind,
-                                    const std::string& module) {
+c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind, const std::string& module) {
   if (policy.IsIsland(kind, module)) return c10::kFloat;
   switch (policy.storage) {
-    case WeightStorage::kFloat64: return c10::kDouble;
-    case WeightStorage::kFloat32: return c10::kFloat;
-    case WeightStorage::kBFloat16: return c10::kBFloat16;
-    case WeightStorage::kFloat16: return c10::kHalf;
+    case WeightStorage::kFloat64:
+      return c10::kDouble;
+    case WeightStorage::kFloat32:
+      return c10::kFloat;
+    case WeightStorage::kBFloat16:
+      return c10::kBFloat16;
+    case WeightStorage::kFloat16:
+      return c10::kHalf;
     case WeightStorage::kFp8E4M3:
-    case WeightStorage::kFp8E5M2: return c10::kByte;
+    case WeightStorage::kFp8E5M2:
+      return c10::kByte;
   }
   return c10::kFloat;
 }
@@ -59,19 +62,16 @@ StatusOr<DtypeAudit> AuditDtypes(const PipelineSpec& spec) {
   StatusOr<c10::Device> device = ParseDevice(spec.device);
   if (!device.ok()) return device.status();
   if (!spec.model_dir.empty()) {
-    StatusOr<std::vector<PackageTensor>> tensors =
-        ListPackageTensors(spec.model_dir, spec.policy, *device);
+    StatusOr<std::vector<PackageTensor>> tensors = ListPackageTensors(spec.model_dir, spec.policy, *device);
     if (!tensors.ok()) return tensors.status();
     DtypeAudit audit;
     for (const PackageTensor& t : *tensors) {
       const std::string module = ModuleOfWeight(t.name);  // "denoiser.blocks.0.ff.0"
-      const c10::ScalarType expected = spec.policy.InFp32Module(module) ? c10::kFloat
-                                                                         : spec.policy.compute;
+      const c10::ScalarType expected = spec.policy.InFp32Module(module) ? c10::kFloat : spec.policy.compute;
       if (c10::isFloatingType(t.dtype) && t.dtype != expected)
         audit.weights.push_back({t.name, DtypeName(expected), DtypeName(t.dtype)});
     }
-    StatusOr<std::unique_ptr<VideoModel>> model =
-        LoadModelPackage(spec.model_dir, spec.policy, *device);
+    StatusOr<std::unique_ptr<VideoModel>> model = LoadModelPackage(spec.model_dir, spec.policy, *device);
     if (!model.ok()) return model.status();
     TraceOneStep(**model, &audit);
     audit.observed = (*model)->ObservedSummary();

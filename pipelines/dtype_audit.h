@@ -22,11 +22,11 @@ struct WeightDtypeFinding {
 };
 
 struct DtypeAudit {
-  std::vector<WeightDtypeFinding> weights;  // before running
-  std::vector<DtypeMismatch> inputs;        // during one traced step
+  std::vector<WeightDtypeFinding> weights;    // before running
+  std::vector<DtypeMismatch> inputs;          // during one traced step
   std::optional<ClassifiedError> step_error;  // the traced step raised
-  bool traced = false;        // one denoiser step ran with every input dtype watched
-  std::string observed;       // packages: what the instrumentation saw (ObservedSummary)
+  bool traced = false;                        // one denoiser step ran with every input dtype watched
+  std::string observed;                       // packages: what the instrumentation saw (ObservedSummary)
   bool Clean() const { return weights.empty() && inputs.empty() && !step_error; }
 };
 

@@ -15,23 +15,23 @@ namespace {
 
 const std::map<std::string, WeightStorage>& StorageNames() {
   static const std::map<std::string, WeightStorage> names = {
-      {"fp32", WeightStorage::kFloat32}, {"bf16", WeightStorage::kBFloat16},
-      {"fp16", WeightStorage::kFloat16}, {"fp8e4m3", WeightStorage::kFp8E4M3},
+      {"fp32", WeightStorage::kFloat32},    {"bf16", WeightStorage::kBFloat16},
+      {"fp16", WeightStorage::kFloat16},    {"fp8e4m3", WeightStorage::kFp8E4M3},
       {"fp8e5m2", WeightStorage::kFp8E5M2}, {"fp64", WeightStorage::kFloat64}};
   return names;
 }
 
 const std::map<std::string, c10::ScalarType>& ComputeNames() {
   static const std::map<std::string, c10::ScalarType> names = {
-      {"fp32", c10::kFloat}, {"bf16", c10::kBFloat16}, {"fp16", c10::kHalf},
-      {"fp64", c10::kDouble}};
+      {"fp32", c10::kFloat}, {"bf16", c10::kBFloat16}, {"fp16", c10::kHalf}, {"fp64", c10::kDouble}};
   return names;
 }
 
 const std::map<std::string, ModuleKind>& IslandNames() {
-  static const std::map<std::string, ModuleKind> names = {
-      {"norm", ModuleKind::kNorm}, {"softmax", ModuleKind::kSoftmax},
-      {"time_embed", ModuleKind::kTimeEmbed}, {"decoder", ModuleKind::kDecoder}};
+  static const std::map<std::string, ModuleKind> names = {{"norm", ModuleKind::kNorm},
+                                                          {"softmax", ModuleKind::kSoftmax},
+                                                          {"time_embed", ModuleKind::kTimeEmbed},
+                                                          {"decoder", ModuleKind::kDecoder}};
   return names;
 }
 
@@ -48,16 +48,16 @@ std::string Where(const std::string& source, const toml::node& node) {
 
 // One [policy.NAME] table -> DtypePolicy. `presets` are what based_on may name ({} while
 // the presets themselves are parsed).
-StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
-                                  const std::string& source, const PolicySet& presets) {
+StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t, const std::string& source,
+                                  const PolicySet& presets) {
   DtypePolicy p;
   if (const toml::node* base = t.get("based_on")) {
     const auto value = base->value<std::string>();
     StatusOr<DtypePolicy> preset =
         value ? FindPolicy(*value, presets) : Status::InvalidInput("based_on must be a string");
     if (!preset.ok())
-      return Status::InvalidInput(Where(source, *base) + ": policy '" + name + "': based_on: " +
-                                  preset.status().message());
+      return Status::InvalidInput(Where(source, *base) + ": policy '" + name +
+                                  "': based_on: " + preset.status().message());
     p = *preset;
     p.based_on = preset->name;
     p.fallback = preset->name;  // the policy's own base is the next safer step
@@ -93,8 +93,7 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       FG_RETURN_IF_ERROR(boolean(&p.bf16_reduced_precision_reduction));
     } else if (k == "attention_backend") {
       static const std::map<std::string, std::string> backends = {
-          {"cudnn", "cudnn"}, {"flash", "flash"}, {"math", "math"},
-          {"mem_efficient", "mem_efficient"}};
+          {"cudnn", "cudnn"}, {"flash", "flash"}, {"math", "math"}, {"mem_efficient", "mem_efficient"}};
       FG_RETURN_IF_ERROR(string_in(backends, &p.attention_backend));
     } else if (k == "accumulation_block") {
       const auto value = node.value_exact<int64_t>();
@@ -110,8 +109,9 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
     } else if (k == "fp32_modules") {
       const toml::array* globs = node.as_array();
       if (!globs || globs->empty())
-        return Status::InvalidInput(at + "fp32_modules must be a non-empty array of module "
-                                         "path globs");
+        return Status::InvalidInput(at +
+                                    "fp32_modules must be a non-empty array of module "
+                                    "path globs");
       p.fp32_modules.clear();
       for (const toml::node& glob : *globs) {
         const auto value = glob.value<std::string>();
@@ -127,8 +127,7 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
         const auto value = island.value<std::string>();
         if (!value || !IslandNames().count(*value))
           return Status::InvalidInput(Where(source, island) + ": policy '" + name +
-                                      "': fp32_islands entries must be among " +
-                                      KeysOf(IslandNames()));
+                                      "': fp32_islands entries must be among " + KeysOf(IslandNames()));
         p.fp32_islands.insert(IslandNames().at(*value));
       }
     } else {
@@ -148,12 +147,18 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
 
 const char* ModuleKindName(ModuleKind kind) {
   switch (kind) {
-    case ModuleKind::kNorm: return "norm";
-    case ModuleKind::kSoftmax: return "softmax";
-    case ModuleKind::kTimeEmbed: return "time_embed";
-    case ModuleKind::kDecoder: return "decoder";
-    case ModuleKind::kAttentionLogits: return "attention_logits";
-    case ModuleKind::kOther: return "other";
+    case ModuleKind::kNorm:
+      return "norm";
+    case ModuleKind::kSoftmax:
+      return "softmax";
+    case ModuleKind::kTimeEmbed:
+      return "time_embed";
+    case ModuleKind::kDecoder:
+      return "decoder";
+    case ModuleKind::kAttentionLogits:
+      return "attention_logits";
+    case ModuleKind::kOther:
+      return "other";
   }
   return "other";
 }
@@ -167,24 +172,34 @@ const char* WeightStorageName(WeightStorage storage) {
 
 int64_t WeightStorageBytes(WeightStorage storage) {
   switch (storage) {
-    case WeightStorage::kFloat64: return 8;
-    case WeightStorage::kFloat32: return 4;
+    case WeightStorage::kFloat64:
+      return 8;
+    case WeightStorage::kFloat32:
+      return 4;
     case WeightStorage::kBFloat16:
-    case WeightStorage::kFloat16: return 2;
+    case WeightStorage::kFloat16:
+      return 2;
     case WeightStorage::kFp8E4M3:
-    case WeightStorage::kFp8E5M2: return 1;
+    case WeightStorage::kFp8E5M2:
+      return 1;
   }
   return 4;
 }
 
 const char* DtypeName(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::kFloat: return "fp32";
-    case c10::kBFloat16: return "bf16";
-    case c10::kHalf: return "fp16";
-    case c10::kDouble: return "fp64";
-    case c10::kByte: return "uint8";
-    default: return c10::toString(dtype);
+    case c10::kFloat:
+      return "fp32";
+    case c10::kBFloat16:
+      return "bf16";
+    case c10::kHalf:
+      return "fp16";
+    case c10::kDouble:
+      return "fp64";
+    case c10::kByte:
+      return "uint8";
+    default:
+      return c10::toString(dtype);
   }
 }
 
@@ -197,7 +212,8 @@ Status AppendPolicies(const toml::table& root, const std::string& source, Policy
   const toml::node* node = root.get("policy");
   if (node == nullptr) return Status::Ok();
   const toml::table* policies = node->as_table();
-  if (!policies) return Status::InvalidInput(Where(source, *node) + ": policy must be a table of [policy.NAME] tables");
+  if (!policies)
+    return Status::InvalidInput(Where(source, *node) + ": policy must be a table of [policy.NAME] tables");
   for (const auto& [key, value] : *policies) {
     const std::string name(key.str());
     const toml::table* t = value.as_table();

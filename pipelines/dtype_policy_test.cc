@@ -8,8 +8,8 @@ namespace framegate {
 namespace {
 
 TEST(DtypePolicyTest, ShippedPresetsParseWithTheirMeaning) {
-  for (const char* name : {"fp32", "bf16", "fp16", "fp16-fp32norm", "fp16-emulated",
-                           "fp8e4m3-bf16", "fp8e5m2-bf16"}) {
+  for (const char* name :
+       {"fp32", "bf16", "fp16", "fp16-fp32norm", "fp16-emulated", "fp8e4m3-bf16", "fp8e5m2-bf16"}) {
     EXPECT_TRUE(FindPolicy(name).ok()) << name;
   }
   ASSERT_GE(PresetPolicies().size(), 7u);
@@ -64,7 +64,7 @@ TEST(DtypePolicyTest, Fp32ModulesMatchAPathOrAnAncestor) {
   EXPECT_TRUE(p.InFp32Module("denoiser.blocks.1.ff"));
   EXPECT_TRUE(p.InFp32Module("denoiser.blocks.1.ff.0"));  // inside the island
   EXPECT_TRUE(p.InFp32Module("decoder.conv_out"));
-  EXPECT_FALSE(p.InFp32Module("denoiser.blocks.1"));      // the island's parent is not
+  EXPECT_FALSE(p.InFp32Module("denoiser.blocks.1"));  // the island's parent is not
   EXPECT_FALSE(p.InFp32Module("denoiser.blocks.1.attn"));
   EXPECT_FALSE(p.InFp32Module("decoders"));
   EXPECT_TRUE(p.IsIsland(ModuleKind::kOther, "decoder.up0"));
@@ -75,7 +75,8 @@ TEST(DtypePolicyTest, Fp32ModulesMatchAPathOrAnAncestor) {
 TEST(DtypePolicyTest, AFileDefinesPoliciesBasedOnAPresetAndTheTableRoundTrips) {
   StatusOr<PolicySet> set = PresetsAndPoliciesOf(
       "name = \"m\"\n[policy.mine]\nbased_on = \"fp16-emulated\"\n"
-      "fp32_modules = [\"blocks.*.ff\"]\n", "m.toml");
+      "fp32_modules = [\"blocks.*.ff\"]\n",
+      "m.toml");
   ASSERT_TRUE(set.ok()) << set.status().message();
   StatusOr<DtypePolicy> mine = FindPolicy("mine", *set);
   ASSERT_TRUE(mine.ok());
@@ -98,8 +99,9 @@ TEST(DtypePolicyTest, BadPolicyTablesNameTheFileAndThePlace) {
   };
   EXPECT_EQ(error("[policy.bf16]\nstorage = \"bf16\"\n"),
             "p.toml:1:1: policy 'bf16' is a preset; give the new policy another name");
-  EXPECT_NE(error("[policy.x]\nbased_on = \"fp13\"\n").find("p.toml:2:12: policy 'x': based_on: "
-                                                          "unknown policy 'fp13'"),
+  EXPECT_NE(error("[policy.x]\nbased_on = \"fp13\"\n")
+                .find("p.toml:2:12: policy 'x': based_on: "
+                      "unknown policy 'fp13'"),
             std::string::npos);
   EXPECT_NE(error("[policy.x]\nfp32_modules = []\n").find("p.toml:2:16: policy 'x': fp32_modules"),
             std::string::npos);

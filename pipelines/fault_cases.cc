@@ -6,8 +6,7 @@ const std::vector<FaultCaseInfo>& FaultCases() {
   static const std::vector<FaultCaseInfo> cases = {
       {FaultCase::kTimeEmbedFp32, "time-embed-fp32", "F1",
        "timestep-embedding MLP left in FP32 while the rest is cast"},
-      {FaultCase::kAttnOverflow, "attn-overflow", "F2",
-       "attention logits beyond the FP16 range"},
+      {FaultCase::kAttnOverflow, "attn-overflow", "F2", "attention logits beyond the FP16 range"},
       {FaultCase::kAttnFp16Accumulation, "attn-fp16-accum", "F2",
        "attention score partial sums beyond FP16: NaN with FP16 accumulation only"},
       {FaultCase::kActivationOverflow, "activation-overflow", "F3",

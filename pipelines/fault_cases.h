@@ -20,8 +20,15 @@
 
 namespace framegate {
 
-enum class FaultCase { kNone, kTimeEmbedFp32, kAttnOverflow, kAttnFp16Accumulation,
-                       kActivationOverflow, kInputFp32, kFp8NoUpcast };
+enum class FaultCase {
+  kNone,
+  kTimeEmbedFp32,
+  kAttnOverflow,
+  kAttnFp16Accumulation,
+  kActivationOverflow,
+  kInputFp32,
+  kFp8NoUpcast
+};
 
 struct FaultCaseInfo {
   FaultCase fault;
@@ -30,8 +37,8 @@ struct FaultCaseInfo {
   const char* summary;
 };
 
-const std::vector<FaultCaseInfo>& FaultCases();  // every fault except kNone
-const char* FaultCaseName(FaultCase fault);      // "" for kNone
+const std::vector<FaultCaseInfo>& FaultCases();                    // every fault except kNone
+const char* FaultCaseName(FaultCase fault);                        // "" for kNone
 std::optional<FaultCase> ParseFaultCase(const std::string& name);  // "" / "none" -> kNone
 
 }  // namespace framegate

@@ -70,7 +70,8 @@ TEST(FaultCaseTest, F2AttentionOverflowIsNonFiniteUnderFp16AndFineInBf16AndFp32)
 
 TEST(FaultCaseTest, F2AccumulationIsNonFiniteWithFp16AccumulationOnlyAtTheSameDtypes) {
   // Same storage and compute (FP16 emulated); only the accumulation differs.
-  const PipelineOutcome fp16_accumulation = RunTiny("fp16-emulated-fp16-accum", FaultCase::kAttnFp16Accumulation);
+  const PipelineOutcome fp16_accumulation =
+      RunTiny("fp16-emulated-fp16-accum", FaultCase::kAttnFp16Accumulation);
   ASSERT_EQ(fp16_accumulation.kind, PipelineOutcome::Kind::kFinished);
   EXPECT_FALSE(AllFinite(fp16_accumulation));
   for (const char* fine : {"fp16-emulated", "fp32"}) {

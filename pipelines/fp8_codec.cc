@@ -30,9 +30,7 @@ struct Fp8Layout {
 constexpr Fp8Layout kE4M3Layout{4, 3, 7, 0x7E, 0x7F, 0x7F};
 constexpr Fp8Layout kE5M2Layout{5, 2, 15, 0x7B, 0x7E, 0x7C};
 
-const Fp8Layout& LayoutOf(Fp8Format format) {
-  return format == Fp8Format::kE4M3 ? kE4M3Layout : kE5M2Layout;
-}
+const Fp8Layout& LayoutOf(Fp8Format format) { return format == Fp8Format::kE4M3 ? kE4M3Layout : kE5M2Layout; }
 
 uint32_t FloatBits(float f) {
   uint32_t bits;
@@ -101,15 +99,14 @@ std::array<float, 256> BuildDecodeTable(const Fp8Layout& layout) {
     const int man = code & man_all_ones;
     float magnitude;
     if (has_inf && exp == exp_all_ones) {
-      magnitude = man == 0 ? std::numeric_limits<float>::infinity()
-                           : std::numeric_limits<float>::quiet_NaN();
+      magnitude = man == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
     } else if (!has_inf && exp == exp_all_ones && man == man_all_ones) {
       magnitude = std::numeric_limits<float>::quiet_NaN();
     } else if (exp == 0) {
       magnitude = std::ldexp(static_cast<float>(man), 1 - layout.bias - layout.man_bits);
     } else {
-      magnitude = std::ldexp(static_cast<float>((1 << layout.man_bits) | man),
-                             exp - layout.bias - layout.man_bits);
+      magnitude =
+          std::ldexp(static_cast<float>((1 << layout.man_bits) | man), exp - layout.bias - layout.man_bits);
     }
     table[code] = negative ? -magnitude : magnitude;
   }
@@ -128,9 +125,7 @@ float NarrowToOdd(double d) {
 
 }  // namespace
 
-std::string_view Fp8FormatName(Fp8Format format) {
-  return format == Fp8Format::kE4M3 ? "e4m3" : "e5m2";
-}
+std::string_view Fp8FormatName(Fp8Format format) { return format == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
 
 std::optional<Fp8Format> ParseFp8Format(std::string_view name) {
   if (name == "e4m3" || name == "e4m3fn") return Fp8Format::kE4M3;
@@ -138,9 +133,7 @@ std::optional<Fp8Format> ParseFp8Format(std::string_view name) {
   return std::nullopt;
 }
 
-float Fp8MaxFinite(Fp8Format format) {
-  return Fp8DecodeTable(format)[LayoutOf(format).max_finite_mag];
-}
+float Fp8MaxFinite(Fp8Format format) { return Fp8DecodeTable(format)[LayoutOf(format).max_finite_mag]; }
 
 uint8_t EncodeFp8(float value, Fp8Format format, bool saturate) {
   return EncodeWithLayout(value, LayoutOf(format), saturate);
@@ -154,8 +147,7 @@ const std::array<float, 256>& Fp8DecodeTable(Fp8Format format) {
   return format == Fp8Format::kE4M3 ? e4m3 : e5m2;
 }
 
-void EncodeFp8Array(const float* values, size_t count, Fp8Format format, uint8_t* out,
-                    bool saturate) {
+void EncodeFp8Array(const float* values, size_t count, Fp8Format format, uint8_t* out, bool saturate) {
   const Fp8Layout& layout = LayoutOf(format);
   for (size_t i = 0; i < count; ++i) out[i] = EncodeWithLayout(values[i], layout, saturate);
 }
@@ -198,8 +190,8 @@ at::Tensor DecodeFp8Tensor(const at::Tensor& codes, Fp8Format format, at::Scalar
   TORCH_CHECK(codes.defined(), "DecodeFp8Tensor: undefined tensor");
   TORCH_CHECK(codes.scalar_type() == at::kByte, "DecodeFp8Tensor: codes must be uint8, got ",
               codes.scalar_type());
-  TORCH_CHECK(at::isFloatingType(out_dtype), "DecodeFp8Tensor: out_dtype must be floating ",
-              "point, got ", out_dtype);
+  TORCH_CHECK(at::isFloatingType(out_dtype), "DecodeFp8Tensor: out_dtype must be floating ", "point, got ",
+              out_dtype);
   const at::Tensor table = Fp8DecodeTableTensor(format, out_dtype, device);  // (256,)
   const at::Tensor index = codes.to(device).to(at::kLong).reshape({-1});     // (N,)
   return table.index_select(0, index).reshape(codes.sizes());

@@ -50,8 +50,7 @@ const std::array<float, 256>& Fp8DecodeTable(Fp8Format format);
 
 // Span forms of the above: `values`/`codes` hold `count` elements; `out` must not overlap
 // the input.
-void EncodeFp8Array(const float* values, size_t count, Fp8Format format, uint8_t* out,
-                    bool saturate = true);
+void EncodeFp8Array(const float* values, size_t count, Fp8Format format, uint8_t* out, bool saturate = true);
 void DecodeFp8Array(const uint8_t* codes, size_t count, Fp8Format format, float* out);
 
 // Tensor forms. Preconditions are checked with TORCH_CHECK: a violation throws c10::Error,

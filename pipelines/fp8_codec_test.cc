@@ -217,8 +217,7 @@ TEST_P(Fp8CodecTest, SpecialInputs) {
   EXPECT_EQ(DecodeFp8(0x80, f), 0.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, Fp8CodecTest,
-                         ::testing::Values(Fp8Format::kE4M3, Fp8Format::kE5M2),
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8CodecTest, ::testing::Values(Fp8Format::kE4M3, Fp8Format::kE5M2),
                          [](const ::testing::TestParamInfo<Fp8Format>& info) {
                            return std::string(Fp8FormatName(info.param));
                          });
@@ -417,8 +416,7 @@ TEST(Fp8Tensor, RejectsWrongDtypes) {
   EXPECT_THROW(EncodeFp8Tensor(at::Tensor(), Fp8Format::kE4M3), c10::Error);
   EXPECT_THROW(DecodeFp8Tensor(at::ones({2}, at::kFloat), Fp8Format::kE4M3, at::kFloat, at::kCPU),
                c10::Error);
-  EXPECT_THROW(DecodeFp8Tensor(at::ones({2}, at::kByte), Fp8Format::kE4M3, at::kInt, at::kCPU),
-               c10::Error);
+  EXPECT_THROW(DecodeFp8Tensor(at::ones({2}, at::kByte), Fp8Format::kE4M3, at::kInt, at::kCPU), c10::Error);
 }
 
 }  // namespace

@@ -79,9 +79,7 @@ c10::Symbol OpSymbol(const char* schema) {
   return c10::Symbol::fromQualString(text.substr(0, text.find('(')));
 }
 
-bool IsTensor(const jit::Value* value) {
-  return value->type()->kind() == c10::TypeKind::TensorType;
-}
+bool IsTensor(const jit::Value* value) { return value->type()->kind() == c10::TypeKind::TensorType; }
 
 bool IsFloatingOrUnknownTensor(const jit::Value* value) {
   const auto tensor = value->type()->cast<c10::TensorType>();
@@ -398,12 +396,8 @@ struct GraphInstrumentation::State {
   std::vector<std::string> call_stack;   // full paths of the calls entered, innermost last
   const std::string* last_op = nullptr;  // into table.sites
 
-  const std::string& CurrentPath() const {
-    return call_stack.empty() ? root_path : call_stack.back();
-  }
-  const GraphSite& SiteOf(const HookSlot& slot) const {
-    return table.sites[static_cast<size_t>(slot.site)];
-  }
+  const std::string& CurrentPath() const { return call_stack.empty() ? root_path : call_stack.back(); }
+  const GraphSite& SiteOf(const HookSlot& slot) const { return table.sites[static_cast<size_t>(slot.site)]; }
 
   static thread_local State* active;
   static thread_local GraphObserver* active_observer;
@@ -472,8 +466,8 @@ GraphInstrumentation::GraphInstrumentation() : state_(std::make_unique<State>())
 
 GraphInstrumentation::~GraphInstrumentation() = default;
 
-std::unique_ptr<GraphInstrumentation> GraphInstrumentation::Instrument(
-    torch::jit::Module& module, const std::string& root_path) {
+std::unique_ptr<GraphInstrumentation> GraphInstrumentation::Instrument(torch::jit::Module& module,
+                                                                       const std::string& root_path) {
   std::unique_ptr<GraphInstrumentation> instrumentation(new GraphInstrumentation());
   State& state = *instrumentation->state_;
   state.root_path = root_path;
@@ -491,8 +485,7 @@ std::unique_ptr<GraphInstrumentation> GraphInstrumentation::Instrument(
   return instrumentation;
 }
 
-GraphInstrumentation::ActiveScope::ActiveScope(GraphInstrumentation& instrumentation,
-                                               GraphObserver& observer)
+GraphInstrumentation::ActiveScope::ActiveScope(GraphInstrumentation& instrumentation, GraphObserver& observer)
     : previous_state_(State::active), previous_observer_(State::active_observer) {
   instrumentation.ResetStack();
   State::active = instrumentation.state_.get();
@@ -516,8 +509,8 @@ void GraphInstrumentation::ResetStack() {
 }
 
 std::string InstrumentationCoverage::Summary() const {
-  std::string summary = CountOf(module_calls, "module call") + ", " + CountOf(ops, "op") + " in " +
-                        CountOf(graphs, "graph");
+  std::string summary =
+      CountOf(module_calls, "module call") + ", " + CountOf(ops, "op") + " in " + CountOf(graphs, "graph");
   if (function_calls > 0) {
     summary += "; " + CountOf(function_calls, "function call") + " not entered";
   }
@@ -530,13 +523,10 @@ std::string InstrumentationCoverage::Summary() const {
   return summary;
 }
 
-ScopedPlainGraphExecution::ScopedPlainGraphExecution()
-    : optimize_(torch::jit::getGraphExecutorOptimize()) {
+ScopedPlainGraphExecution::ScopedPlainGraphExecution() : optimize_(torch::jit::getGraphExecutorOptimize()) {
   torch::jit::setGraphExecutorOptimize(false);
 }
 
-ScopedPlainGraphExecution::~ScopedPlainGraphExecution() {
-  torch::jit::setGraphExecutorOptimize(optimize_);
-}
+ScopedPlainGraphExecution::~ScopedPlainGraphExecution() { torch::jit::setGraphExecutorOptimize(optimize_); }
 
 }  // namespace framegate

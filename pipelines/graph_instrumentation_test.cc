@@ -126,12 +126,10 @@ TEST(GraphInstrumentationTest, SharedClassOpsAreReportedUnderEachInstancePath) {
     Forward(root, torch::randn({2, 4}));
   }
   using Paths = std::vector<std::string>;
-  EXPECT_EQ(observer.PathsOf(false, "aten::linear"),
-            (Paths{"root.blocks.0.ff", "root.blocks.1.ff"}));
+  EXPECT_EQ(observer.PathsOf(false, "aten::linear"), (Paths{"root.blocks.0.ff", "root.blocks.1.ff"}));
   EXPECT_EQ(observer.PathsOf(false, "aten::add"), (Paths{"root.blocks.0", "root.blocks.1"}));
   // Module calls: Before under the caller's path, After under the callee's.
-  EXPECT_EQ(observer.PathsOf(true, "forward"),
-            (Paths{"root", "root.blocks.0", "root", "root.blocks.1"}));
+  EXPECT_EQ(observer.PathsOf(true, "forward"), (Paths{"root", "root.blocks.0", "root", "root.blocks.1"}));
   EXPECT_EQ(observer.PathsOf(false, "forward"),
             (Paths{"root.blocks.0.ff", "root.blocks.0", "root.blocks.1.ff", "root.blocks.1"}));
   EXPECT_EQ(observer.calls.front().site.callee, "blocks.0");
@@ -158,10 +156,8 @@ TEST(GraphInstrumentationTest, PassThroughObserverLeavesOutputsBitIdentical) {
 class OnesObserver : public GraphObserver {
  public:
   explicit OnesObserver(std::string only_path = "") : only_path_(std::move(only_path)) {}
-  at::Tensor After(const std::string& path, const GraphSite& site, int,
-                   const at::Tensor& value) override {
-    const bool chosen =
-        only_path_.empty() || (site.kind == Kind::kModuleCall && path == only_path_);
+  at::Tensor After(const std::string& path, const GraphSite& site, int, const at::Tensor& value) override {
+    const bool chosen = only_path_.empty() || (site.kind == Kind::kModuleCall && path == only_path_);
     return chosen ? value * 0 + 1 : value;
   }
 
@@ -301,8 +297,7 @@ def forward(self, x):
 // FP16 emulation: rounds every float32 op output through half.
 class HalfRoundingObserver : public GraphObserver {
  public:
-  at::Tensor After(const std::string&, const GraphSite& site, int,
-                   const at::Tensor& value) override {
+  at::Tensor After(const std::string&, const GraphSite& site, int, const at::Tensor& value) override {
     const bool round = site.kind == Kind::kOp && value.scalar_type() == at::kFloat;
     return round ? value.to(at::kHalf).to(at::kFloat) : value;
   }
@@ -381,13 +376,10 @@ def forward(self, x):
 // The graph refers to the function by a raw pointer: `unit` must outlive the module.
 class FreeFunctionResolver : public jit::Resolver {
  public:
-  explicit FreeFunctionResolver(std::shared_ptr<jit::CompilationUnit> unit)
-      : unit_(std::move(unit)) {
-    unit_->define(c10::nullopt, "def double(x):\n    return x * 2.0\n", jit::nativeResolver(),
-                  nullptr);
+  explicit FreeFunctionResolver(std::shared_ptr<jit::CompilationUnit> unit) : unit_(std::move(unit)) {
+    unit_->define(c10::nullopt, "def double(x):\n    return x * 2.0\n", jit::nativeResolver(), nullptr);
   }
-  std::shared_ptr<jit::SugaredValue> resolveValue(const std::string& name,
-                                                  jit::GraphFunction& method,
+  std::shared_ptr<jit::SugaredValue> resolveValue(const std::string& name, jit::GraphFunction& method,
                                                   const jit::SourceRange& range) override {
     if (name == "double") return std::make_shared<jit::FunctionValue>(&unit_->get_function(name));
     return jit::nativeResolver()->resolveValue(name, method, range);

@@ -15,13 +15,12 @@ at::Tensor ForwardContext::Weight(const std::string& name) const {
   if (!fp8) return entry.stored;
   const c10::ScalarType compute = policy_.ComputeDtypeFor(entry.kind, ModuleOfWeight(name));
   TORCH_CHECK(fp8_upcast_, "Promotion for Float8 Types is not supported, attempted to promote ",
-              *fp8 == Fp8Format::kE4M3 ? "Float8_e4m3fn" : "Float8_e5m2", " and ",
-              c10::toString(compute), " (weight ", name, ")");
+              *fp8 == Fp8Format::kE4M3 ? "Float8_e4m3fn" : "Float8_e5m2", " and ", c10::toString(compute),
+              " (weight ", name, ")");
   return DecodeFp8Tensor(entry.stored, *fp8, compute, entry.stored.device());
 }
 
-at::Tensor ForwardContext::Enter(const std::string& module, ModuleKind kind,
-                                 const at::Tensor& x) const {
+at::Tensor ForwardContext::Enter(const std::string& module, ModuleKind kind, const at::Tensor& x) const {
   current_module_ = module;
   at::Tensor in = policy_.IsIsland(kind, module) ? x.to(at::kFloat) : x;
   if (mismatch_log_ != nullptr) {
@@ -48,8 +47,7 @@ at::Tensor ForwardContext::Output(const std::string& module, ModuleKind kind, at
   return y;
 }
 
-at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
-                  const at::Tensor& x) {
+at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x) {
   const at::Tensor in = ctx.Enter(name, kind, x);
   const at::Tensor w = ctx.Weight(name + ".weight"), b = ctx.Weight(name + ".bias");
   const AccumulationEmulation acc = ctx.AccumulationFor(name, kind);
@@ -57,43 +55,40 @@ at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind
   return ctx.Output(name, kind, y);
 }
 
-at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
-                  const at::Tensor& x, at::IntArrayRef stride) {
+at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x,
+                  at::IntArrayRef stride) {
   const bool tf32 = ctx.AccumulationFor(name, kind).tf32_inputs;
   const at::Tensor in = tf32 ? RoundToTf32(ctx.Enter(name, kind, x)) : ctx.Enter(name, kind, x);
   const at::Tensor w = tf32 ? RoundToTf32(ctx.Weight(name + ".weight"))
                             : ctx.Weight(name + ".weight");  // [Cout, Cin, kt, kh, kw]
   const bool strided = stride[0] > 1 || stride[1] > 1 || stride[2] > 1;
-  const std::vector<int64_t> padding = strided ? std::vector<int64_t>{0, 0, 0}
-                                               : std::vector<int64_t>{w.size(2) / 2, w.size(3) / 2,
-                                                                      w.size(4) / 2};
+  const std::vector<int64_t> padding =
+      strided ? std::vector<int64_t>{0, 0, 0}
+              : std::vector<int64_t>{w.size(2) / 2, w.size(3) / 2, w.size(4) / 2};
   at::Tensor y = at::conv3d(in, w, ctx.Weight(name + ".bias"), stride, padding);
   return ctx.Output(name, kind, y);
 }
 
-at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
-                  const at::Tensor& x) {
+at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x) {
   const bool tf32 = ctx.AccumulationFor(name, kind).tf32_inputs;
   const at::Tensor in = tf32 ? RoundToTf32(ctx.Enter(name, kind, x)) : ctx.Enter(name, kind, x);
-  const at::Tensor w = tf32 ? RoundToTf32(ctx.Weight(name + ".weight"))
-                            : ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
-  at::Tensor y = at::conv2d(in, w, ctx.Weight(name + ".bias"), {1, 1},
-                            {w.size(2) / 2, w.size(3) / 2});
+  const at::Tensor w =
+      tf32 ? RoundToTf32(ctx.Weight(name + ".weight")) : ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
+  at::Tensor y = at::conv2d(in, w, ctx.Weight(name + ".bias"), {1, 1}, {w.size(2) / 2, w.size(3) / 2});
   return ctx.Output(name, kind, y);
 }
 
 at::Tensor GroupNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
                      int64_t groups) {
   const at::Tensor in = ctx.Enter(name, ModuleKind::kNorm, x);
-  at::Tensor y = at::group_norm(in, groups,
-                                ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
+  at::Tensor y = at::group_norm(in, groups, ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
   return ctx.Output(name, ModuleKind::kNorm, y);
 }
 
 at::Tensor LayerNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x) {
   const at::Tensor in = ctx.Enter(name, ModuleKind::kNorm, x);
-  at::Tensor y = at::layer_norm(in, {x.size(-1)},
-                                ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
+  at::Tensor y =
+      at::layer_norm(in, {x.size(-1)}, ctx.Weight(name + ".weight"), ctx.Weight(name + ".bias"), 1e-5);
   return ctx.Output(name, ModuleKind::kNorm, y);
 }
 
@@ -127,9 +122,9 @@ at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const a
 at::Tensor SinusoidalEmbedding(const at::Tensor& positions, int64_t dim) {
   const int64_t half = dim / 2;
   // freqs [half] = exp(-ln(10000) * i / half)
-  at::Tensor freqs = at::exp(at::arange(half, at::TensorOptions().dtype(at::kFloat))
-                                 .mul(-std::log(10000.0) / double(half)))
-                         .to(positions.device());
+  at::Tensor freqs =
+      at::exp(at::arange(half, at::TensorOptions().dtype(at::kFloat)).mul(-std::log(10000.0) / double(half)))
+          .to(positions.device());
   at::Tensor args = positions.to(at::kFloat).unsqueeze(1) * freqs.unsqueeze(0);  // [N, half]
   return at::cat({at::cos(args), at::sin(args)}, 1);                             // [N, dim]
 }

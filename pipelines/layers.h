@@ -81,18 +81,15 @@ class ForwardContext {
 };
 
 // y = x W^T + b over the last dim. Weights "<name>.weight" [out, in], "<name>.bias" [out].
-at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
-                  const at::Tensor& x);
+at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x);
 // 3D convolution on [N, Cin, T, H, W]; weight [Cout, Cin, kt, kh, kw], "same" padding
 // for odd kernels unless stride > 1.
-at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
-                  const at::Tensor& x, at::IntArrayRef stride = {1, 1, 1});
+at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x,
+                  at::IntArrayRef stride = {1, 1, 1});
 // 2D convolution on [N, Cin, H, W], "same" padding; weight [Cout, Cin, k, k].
-at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind,
-                  const at::Tensor& x);
+at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x);
 // GroupNorm over [N, C, ...] with affine "<name>.weight"/"<name>.bias" [C]. A norm.
-at::Tensor GroupNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
-                     int64_t groups);
+at::Tensor GroupNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x, int64_t groups);
 // LayerNorm over the last dim with affine [D]. A norm.
 at::Tensor LayerNorm(const ForwardContext& ctx, const std::string& name, const at::Tensor& x);
 // Multi-head attention: queries from x [N, S, H], keys/values from context [N, L, Dc]

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include <torch/script.h>
 #include <toml++/toml.h>
+#include <torch/script.h>
 
 #include "harness/error_class.h"
 #include "harness/toml_source.h"
@@ -31,8 +31,8 @@ struct InstrumentedModule {
 
 class TorchScriptModel : public VideoModel {
  public:
-  TorchScriptModel(ModelManifest manifest, InstrumentedModule denoiser,
-                   InstrumentedModule decoder, const DtypePolicy& policy, c10::Device device)
+  TorchScriptModel(ModelManifest manifest, InstrumentedModule denoiser, InstrumentedModule decoder,
+                   const DtypePolicy& policy, c10::Device device)
       : manifest_(std::move(manifest)),
         denoiser_(std::move(denoiser)),
         decoder_(std::move(decoder)),
@@ -44,8 +44,7 @@ class TorchScriptModel : public VideoModel {
   c10::ScalarType latent_dtype() const override { return observer_.policy().compute; }
 
   // x [B, C, T, h, w] and cond [B, L, D] in the compute dtype, t [B] float32.
-  at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t,
-                          const at::Tensor& cond) override {
+  at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t, const at::Tensor& cond) override {
     return Forward(denoiser_, {x, t, cond});
   }
   // z [B, C, T, h, w] -> [B, 3, T, H, W].
@@ -59,9 +58,7 @@ class TorchScriptModel : public VideoModel {
   std::string CurrentModule() const override {
     return active_ ? active_->instrumentation->current_path() : "";
   }
-  std::string CurrentOp() const override {
-    return active_ ? active_->instrumentation->last_op() : "";
-  }
+  std::string CurrentOp() const override { return active_ ? active_->instrumentation->last_op() : ""; }
   // Hands the modules over (the model is not used after).
   InstrumentedModule TakeDenoiser() { return std::move(denoiser_); }
   InstrumentedModule TakeDecoder() { return std::move(decoder_); }
@@ -103,12 +100,10 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
     torch::jit::Module module = torch::jit::load(path, c10::Device(c10::kCPU));
     module.eval();
     module.to(at::kFloat);
-    std::unique_ptr<GraphInstrumentation> instrumentation =
-        GraphInstrumentation::Instrument(module, root);
+    std::unique_ptr<GraphInstrumentation> instrumentation = GraphInstrumentation::Instrument(module, root);
     return InstrumentedModule{root, std::move(module), std::move(instrumentation)};
   } catch (const std::exception& e) {
-    return Status::Corrupt(path + ": not a loadable TorchScript module: " +
-                           ClassifyError(e.what()).message);
+    return Status::Corrupt(path + ": not a loadable TorchScript module: " + ClassifyError(e.what()).message);
   }
 }
 
@@ -166,11 +161,10 @@ Status CheckContract(const std::string& dir, TorchScriptModel& model, const Late
     return Status::InvalidInput(dir + "/decoder.pt: forward(z) failed in float32: " +
                                 ClassifyError(e.what(), model.CurrentModule()).Reason());
   }
-  if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 ||
-      frames.size(2) != g.frames || frames.scalar_type() != at::kFloat) {
+  if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 || frames.size(2) != g.frames ||
+      frames.scalar_type() != at::kFloat) {
     return Status::InvalidInput(dir + "/decoder.pt: output " + ShapeDtypeString(frames) +
-                                " is not shape [1, 3, " + std::to_string(g.frames) +
-                                ", H, W] dtype Float");
+                                " is not shape [1, 3, " + std::to_string(g.frames) + ", H, W] dtype Float");
   }
   return Status::Ok();
 }
@@ -192,8 +186,7 @@ StatusOr<ModelManifest> ReadModelManifest(const std::string& dir) {
     const auto value = table[section][key].value<int64_t>();
     if (!value || *value <= 0) {
       if (error.ok())
-        error = Status::InvalidInput(path + ": [" + section + "] " + key +
-                                     " must be a positive integer");
+        error = Status::InvalidInput(path + ": [" + section + "] " + key + " must be a positive integer");
       return;
     }
     *out = *value;
@@ -222,8 +215,7 @@ StatusOr<ModelManifest> ReadModelManifest(const std::string& dir) {
   return m;
 }
 
-StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
-                                                       const DtypePolicy& policy,
+StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir, const DtypePolicy& policy,
                                                        c10::Device device) {
   StatusOr<ModelManifest> manifest = ReadModelManifest(dir);
   if (!manifest.ok()) return manifest.status();
@@ -242,8 +234,7 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
       std::make_unique<TorchScriptModel>(*manifest, std::move(d), std::move(e), policy, device));
 }
 
-StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir,
-                                                        const DtypePolicy& policy,
+StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir, const DtypePolicy& policy,
                                                         c10::Device device) {
   std::vector<PackageTensor> tensors;
   for (const char* root : {"denoiser", "decoder"}) {

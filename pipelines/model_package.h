@@ -31,8 +31,7 @@ StatusOr<ModelManifest> ReadModelManifest(const std::string& dir);
 // Loads the package, casts both modules to the policy's compute dtype on `device`, and
 // checks the contract with one forward of each module on zeros (shapes and dtypes).
 // Errors name the file and the problem in one line.
-StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir,
-                                                       const DtypePolicy& policy,
+StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir, const DtypePolicy& policy,
                                                        c10::Device device);
 
 // Every parameter and buffer of both modules after the policy is applied, as
@@ -42,8 +41,7 @@ struct PackageTensor {
   c10::ScalarType dtype;
   int64_t numel = 0;
 };
-StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir,
-                                                        const DtypePolicy& policy,
+StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir, const DtypePolicy& policy,
                                                         c10::Device device);
 
 }  // namespace framegate

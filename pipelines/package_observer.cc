@@ -18,8 +18,7 @@ enum class MatmulKind { kNone, kLinear, kMatmul, kConvolution };
 MatmulKind KindOf(const std::string& op) {
   if (op == "aten::linear") return MatmulKind::kLinear;
   if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") return MatmulKind::kMatmul;
-  if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d" ||
-      op == "aten::_convolution") {
+  if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d" || op == "aten::_convolution") {
     return MatmulKind::kConvolution;
   }
   return MatmulKind::kNone;
@@ -32,11 +31,10 @@ std::string JoinModulePath(const std::string& path, const std::string& callee) {
   return path.empty() ? callee : path + "." + callee;
 }
 
-at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& site,
-                                   int input_index, const at::Tensor& value) {
+at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& site, int input_index,
+                                   const at::Tensor& value) {
   if (site.kind == GraphSite::Kind::kOp) {
-    if (site.weight_input >= 0 && mismatch_log_ != nullptr)
-      AuditWeightedOp(path, site, input_index, value);
+    if (site.weight_input >= 0 && mismatch_log_ != nullptr) AuditWeightedOp(path, site, input_index, value);
     if (!accumulation_.active() || input_index > 2) return value;
     const MatmulKind kind = KindOf(site.op);
     if (kind == MatmulKind::kNone) return value;
@@ -54,8 +52,8 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
   return value;
 }
 
-at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site,
-                                  int output_index, const at::Tensor& value) {
+at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site, int output_index,
+                                  const at::Tensor& value) {
   (void)output_index;
   at::Tensor out = value;
   const bool in_island = policy_.InFp32Module(path);
@@ -77,7 +75,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
 }
 
 at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const GraphSite& site,
-                                               const at::Tensor& value) {
+                                                const at::Tensor& value) {
   const MatmulOperands operands = matmul_;
   matmul_ = MatmulOperands{};
   AccumulationEmulation acc = accumulation_;
@@ -103,8 +101,8 @@ at::Tensor PackageObserver::LeaveRoot(const std::string& root, const at::Tensor&
   return policy_.emulate_fp16 ? RoundThroughHalf(value) : value.to(policy_.compute);
 }
 
-void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& site,
-                                      int input_index, const at::Tensor& value) {
+void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
+                                      const at::Tensor& value) {
   if (input_index > 1) return;  // the two operands come first (a bias is not one)
   if (pending_.site != &site) pending_ = PendingOp{&site};
   if (!value.defined() || !value.is_floating_point()) return;
@@ -113,9 +111,7 @@ void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& 
   } else if (pending_.input == c10::ScalarType::Undefined) {
     pending_.input = value.scalar_type();  // the first operand that is not the weight
   }
-  if (pending_.input == c10::ScalarType::Undefined ||
-      pending_.weight == c10::ScalarType::Undefined)
-    return;
+  if (pending_.input == c10::ScalarType::Undefined || pending_.weight == c10::ScalarType::Undefined) return;
   if (pending_.input != pending_.weight) {
     mismatch_log_->push_back({path + " (" + site.op + ")", pending_.input, pending_.weight});
   }

@@ -64,8 +64,7 @@ class PackageObserver : public GraphObserver {
     const GraphSite* site = nullptr;
     at::Tensor operands[3];
   };
-  at::Tensor EmulateAccumulation(const std::string& path, const GraphSite& site,
-                                 const at::Tensor& value);
+  at::Tensor EmulateAccumulation(const std::string& path, const GraphSite& site, const at::Tensor& value);
 
   DtypePolicy policy_;
   AccumulationEmulation accumulation_;

@@ -24,21 +24,21 @@ struct SamplerConfig {
 // Latent video and conditioning geometry shared by every denoiser/decoder pair.
 struct LatentGeometry {
   int64_t channels = 4, frames = 8, height = 16, width = 16;  // latent [B, C, T, h, w]
-  int64_t cond_tokens = 8, cond_dim = 64;                      // conditioning [B, L, D]
+  int64_t cond_tokens = 8, cond_dim = 64;                     // conditioning [B, L, D]
 };
 
 // One row of the reference pipeline's size table.
 struct ReferenceSize {
   std::string name;
   LatentGeometry latent;
-  int64_t patch = 1;          // spatial patch of the input projection (Conv3d k=(1,p,p))
-  int64_t hidden = 64;        // denoiser width H
-  int64_t depth = 2;          // number of (res, spatial attn, temporal attn, cross attn, ff) blocks
-  int64_t heads = 4;          // attention heads (H % heads == 0)
-  int64_t groups = 8;         // GroupNorm groups
+  int64_t patch = 1;              // spatial patch of the input projection (Conv3d k=(1,p,p))
+  int64_t hidden = 64;            // denoiser width H
+  int64_t depth = 2;              // number of (res, spatial attn, temporal attn, cross attn, ff) blocks
+  int64_t heads = 4;              // attention heads (H % heads == 0)
+  int64_t groups = 8;             // GroupNorm groups
   int64_t decoder_channels = 64;  // decoder width at latent resolution
-  int64_t upsample = 4;       // decoder spatial upsampling: 2 or 4
-  SamplerConfig sampler;      // default sampler of this size
+  int64_t upsample = 4;           // decoder spatial upsampling: 2 or 4
+  SamplerConfig sampler;          // default sampler of this size
 
   int64_t FrameHeight() const { return latent.height * upsample; }
   int64_t FrameWidth() const { return latent.width * upsample; }

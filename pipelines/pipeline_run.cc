@@ -18,10 +18,11 @@ std::string PipelineSpec::PipelineName() const {
 }
 
 StatusOr<c10::Device> ParseDevice(const std::string& text) {
-  if (text.rfind("cpu:", 0) == 0) {  // an ATen CPU kernel path: the CPU, in a process
+  if (text.rfind("cpu:", 0) == 0) {           // an ATen CPU kernel path: the CPU, in a process
     const std::string path = text.substr(4);  // whose ATEN_CPU_CAPABILITY picks it
     if (path != "avx512" && path != "avx2" && path != "default")
-      return Status::InvalidInput("device '" + text + "' is not a device (expected cpu, "
+      return Status::InvalidInput("device '" + text +
+                                  "' is not a device (expected cpu, "
                                   "cpu:avx512, cpu:avx2, cpu:default or cuda:N)");
     const char* env = std::getenv("ATEN_CPU_CAPABILITY");
     if (env == nullptr || path != env)
@@ -77,8 +78,7 @@ DeviceNumerics ApplyDeviceNumerics(const DtypePolicy& policy, c10::Device device
   const std::string& backend = policy.attention_backend;
   if (device.is_cpu()) {
     if (!backend.empty() && backend != "math") {
-      n.unsupported = "attention backend '" + backend +
-                      "': the CPU build has only the math attention path";
+      n.unsupported = "attention backend '" + backend + "': the CPU build has only the math attention path";
     } else if (backend == "math") {
       n.recorded = "attention: math (the CPU build's only path)";
     }
@@ -136,8 +136,7 @@ namespace {
 std::string ModelKey(const PipelineSpec& spec) {
   return (spec.model_dir.empty() ? "size:" + spec.size : "model:" + spec.model_dir) +
          "\ndevice:" + spec.device + "\nweight_seed:" + std::to_string(spec.weight_seed) +
-         "\nfault:" + std::to_string(static_cast<int>(spec.fault)) + "\npolicy:\n" +
-         spec.policy.ToToml();
+         "\nfault:" + std::to_string(static_cast<int>(spec.fault)) + "\npolicy:\n" + spec.policy.ToToml();
 }
 
 // Builds the model of `spec` into `built`; a model this device cannot run sets
@@ -152,8 +151,7 @@ Status BuildModel(const PipelineSpec& spec, c10::Device device, ModelCache::Entr
     built.pipeline = outcome.pipeline = "model:" + manifest->name;
     built.sampler = manifest->sampler;
     try {
-      StatusOr<std::unique_ptr<VideoModel>> loaded =
-          LoadModelPackage(spec.model_dir, spec.policy, device);
+      StatusOr<std::unique_ptr<VideoModel>> loaded = LoadModelPackage(spec.model_dir, spec.policy, device);
       if (!loaded.ok()) {
         // A package that cannot run this policy here (no fp16 kernels) is not broken.
         const ClassifiedError e = ClassifyError(loaded.status().message());
@@ -218,8 +216,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   outcome.sampler = spec.sampler ? *spec.sampler : built.sampler;
   outcome.weight_bytes = built.weight_bytes;
   outcome.parameters = built.parameters;
-  outcome.load_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  outcome.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   model.SetObserver(on_module);
   outcome.observed = JoinNotes(model.ObservedSummary(), numerics.recorded);
 
@@ -229,15 +226,12 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
     threw = false;
   } catch (const std::bad_alloc&) {
     outcome.kind = PipelineOutcome::Kind::kError;
-    outcome.error = ClassifyError("bad_alloc: out of memory", model.CurrentModule(),
-                                  model.CurrentOp());
+    outcome.error = ClassifyError("bad_alloc: out of memory", model.CurrentModule(), model.CurrentOp());
   } catch (const std::exception& e) {  // c10::Error, TorchScript interpreter errors
     outcome.error = ClassifyError(e.what(), model.CurrentModule(), model.CurrentOp());
-    outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp
-                       ? PipelineOutcome::Kind::kUnsupported
-                       : PipelineOutcome::Kind::kError;
-    if (outcome.kind == PipelineOutcome::Kind::kUnsupported)
-      outcome.unsupported = outcome.error.Reason();
+    outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp ? PipelineOutcome::Kind::kUnsupported
+                                                                   : PipelineOutcome::Kind::kError;
+    if (outcome.kind == PipelineOutcome::Kind::kUnsupported) outcome.unsupported = outcome.error.Reason();
   }
   model.SetObserver(nullptr);
   if (models != nullptr && !threw) models->Keep(std::move(built));

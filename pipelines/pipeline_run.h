@@ -34,15 +34,15 @@ struct PipelineSpec {
 struct PipelineOutcome {
   enum class Kind { kFinished, kError, kUnsupported };
   Kind kind = Kind::kFinished;
-  ClassifiedError error;       // kError (and kUnsupported from an unsupported op)
-  std::string unsupported;     // kUnsupported: why the device cannot run it
-  GenerationResult result;     // kFinished
-  std::string pipeline;        // "reference:tiny", "model:crosscheck"
-  SamplerConfig sampler;       // what ran
-  double load_seconds = 0;     // model creation and placement
-  int64_t weight_bytes = 0;    // bytes of the stored weights on the device
+  ClassifiedError error;     // kError (and kUnsupported from an unsupported op)
+  std::string unsupported;   // kUnsupported: why the device cannot run it
+  GenerationResult result;   // kFinished
+  std::string pipeline;      // "reference:tiny", "model:crosscheck"
+  SamplerConfig sampler;     // what ran
+  double load_seconds = 0;   // model creation and placement
+  int64_t weight_bytes = 0;  // bytes of the stored weights on the device
   int64_t parameters = 0;
-  std::string observed;        // VideoModel::ObservedSummary(): "" when everything is seen
+  std::string observed;  // VideoModel::ObservedSummary(): "" when everything is seen
 };
 
 // Models that RunPipeline built, kept for a later run of the same model, policy, device,
@@ -81,10 +81,8 @@ class ModelCache {
 // Bad input (unknown size, broken package, bad device) is a Status; everything that
 // happens while running is a PipelineOutcome. With `models`, the model is taken from and
 // given back to that cache (load_seconds is then 0 for a reused model).
-StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec,
-                                      const ModuleObserver& on_module = nullptr,
-                                      const StepObserver& on_step = nullptr,
-                                      ModelCache* models = nullptr);
+StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObserver& on_module = nullptr,
+                                      const StepObserver& on_step = nullptr, ModelCache* models = nullptr);
 
 // Every weight of the pipeline (parameters and floating buffers) with its number of
 // elements, named as FP32 islands name modules: "blocks.0.ff.0.weight" (reference model),

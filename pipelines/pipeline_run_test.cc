@@ -28,7 +28,9 @@ TEST(ModelCacheTest, AKeptModelGivesTheFramesOfAFreshOne) {
   const DtypePolicy bf16 = *FindPolicy("bf16");
   // seed 0 builds the model; seed 1 runs on it (after it ran seed 0 with an observer).
   int observed = 0;
-  ASSERT_TRUE(RunPipeline(TinySpec(bf16, 0), [&](const ModuleOutput&) { ++observed; }, nullptr, &models).ok());
+  ASSERT_TRUE(RunPipeline(
+                  TinySpec(bf16, 0), [&](const ModuleOutput&) { ++observed; }, nullptr, &models)
+                  .ok());
   EXPECT_GT(observed, 0);
   const at::Tensor reused = Frames(TinySpec(bf16, 1), &models);
   EXPECT_EQ(models.builds(), 1);

@@ -25,8 +25,7 @@ int64_t Log2(int64_t v) {
 
 }  // namespace
 
-ReferenceModel::ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Device device,
-                               FaultCase fault)
+ReferenceModel::ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Device device, FaultCase fault)
     : size_(std::move(size)),
       policy_(std::move(policy)),
       decoder_policy_(DecoderPolicyOf(policy_)),
@@ -42,15 +41,13 @@ ReferenceModel::ReferenceModel(ReferenceSize size, DtypePolicy policy, c10::Devi
 
 StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(const ReferenceSize& size,
                                                                  const DtypePolicy& policy,
-                                                                 c10::Device device,
-                                                                 uint64_t weight_seed,
+                                                                 c10::Device device, uint64_t weight_seed,
                                                                  FaultCase fault) {
   const int64_t need = EstimateReferenceBytes(size, policy);
   const int64_t have = AvailableDeviceBytes(device);
   if (have > 0 && need > have) {
-    return Status::Unsupported("size '" + size.name + "' needs about " + FormatBytes(need) +
-                               " on " + device.str() + ", which has " + FormatBytes(have) +
-                               " available");
+    return Status::Unsupported("size '" + size.name + "' needs about " + FormatBytes(need) + " on " +
+                               device.str() + ", which has " + FormatBytes(have) + " available");
   }
   std::unique_ptr<ReferenceModel> model(new ReferenceModel(size, policy, device, fault));
   model->AddWeights(weight_seed);
@@ -97,8 +94,8 @@ void ReferenceModel::ApplyFaultToMasters() {
 void ReferenceModel::ApplyFaultToStored() {
   if (fault_ != FaultCase::kTimeEmbedFp32) return;
   // The timestep MLP stays FP32 whatever the policy cast the rest to.
-  for (const char* w : {"time_embed.0.weight", "time_embed.0.bias", "time_embed.2.weight",
-                        "time_embed.2.bias"})
+  for (const char* w :
+       {"time_embed.0.weight", "time_embed.0.bias", "time_embed.2.weight", "time_embed.2.bias"})
     weights_.OverrideStored(w, weights_.Get(w).master.to(device_));
 }
 
@@ -120,13 +117,11 @@ void ReferenceModel::AddWeights(uint64_t seed) {
   const LatentGeometry& g = size_.latent;
   const int64_t c = g.channels, p = size_.patch, hid = size_.hidden, d = g.cond_dim;
   WeightStore& w = weights_;
-  auto linear = [&](const std::string& name, ModuleKind kind, int64_t out, int64_t in,
-                    double gain = 1.0) {
+  auto linear = [&](const std::string& name, ModuleKind kind, int64_t out, int64_t in, double gain = 1.0) {
     w.AddNormal(name + ".weight", kind, {out, in}, InitStd(in, gain), seed);
     w.AddNormal(name + ".bias", kind, {out}, kBiasStd, seed);
   };
-  auto conv = [&](const std::string& name, ModuleKind kind, std::vector<int64_t> shape,
-                  double gain = 1.0) {
+  auto conv = [&](const std::string& name, ModuleKind kind, std::vector<int64_t> shape, double gain = 1.0) {
     int64_t fan_in = 1;
     for (size_t i = 1; i < shape.size(); ++i) fan_in *= shape[i];
     w.AddNormal(name + ".bias", kind, {shape[0]}, kBiasStd, seed);
@@ -143,10 +138,9 @@ void ReferenceModel::AddWeights(uint64_t seed) {
     linear(name + ".v", ModuleKind::kOther, hid, context_dim);
     linear(name + ".out", ModuleKind::kOther, hid, hid, 0.5);
   };
-  auto res = [&](const std::string& name, int64_t ch, bool is3d, bool with_temb,
-                 ModuleKind kind) {
-    const std::vector<int64_t> k = is3d ? std::vector<int64_t>{ch, ch, 1, 3, 3}
-                                        : std::vector<int64_t>{ch, ch, 3, 3};
+  auto res = [&](const std::string& name, int64_t ch, bool is3d, bool with_temb, ModuleKind kind) {
+    const std::vector<int64_t> k =
+        is3d ? std::vector<int64_t>{ch, ch, 1, 3, 3} : std::vector<int64_t>{ch, ch, 3, 3};
     norm(name + ".norm1", ch);
     conv(name + ".conv1", kind, k);
     if (with_temb) linear(name + ".temb", ModuleKind::kOther, ch, hid);
@@ -196,8 +190,8 @@ void ReferenceModel::SetObserver(ModuleObserver observer) {
   decoder_ctx_.set_observer(std::move(observer));
 }
 
-at::Tensor ReferenceModel::ResBlock(const ForwardContext& ctx, const std::string& name,
-                                    const at::Tensor& x, const at::Tensor* temb) const {
+at::Tensor ReferenceModel::ResBlock(const ForwardContext& ctx, const std::string& name, const at::Tensor& x,
+                                    const at::Tensor* temb) const {
   const bool is3d = x.dim() == 5;
   const ModuleKind kind = is3d ? ModuleKind::kOther : ModuleKind::kDecoder;
   auto conv = [&](const std::string& n, const at::Tensor& in) {
@@ -217,8 +211,8 @@ at::Tensor ReferenceModel::ResBlock(const ForwardContext& ctx, const std::string
 at::Tensor ReferenceModel::DenoiserBlock(const std::string& name, const at::Tensor& h_in,
                                          const at::Tensor& temb, const at::Tensor& cond) const {
   const ForwardContext& ctx = denoiser_ctx_;
-  const int64_t b = h_in.size(0), hid = h_in.size(1), t = h_in.size(2), y = h_in.size(3),
-                x = h_in.size(4), s = y * x;
+  const int64_t b = h_in.size(0), hid = h_in.size(1), t = h_in.size(2), y = h_in.size(3), x = h_in.size(4),
+                s = y * x;
   at::Tensor h = ResBlock(ctx, name + ".res", h_in, &temb);  // [B, H, T, h', w']
 
   // Spatial attention: tokens [B*T, h'w', H].
@@ -251,11 +245,10 @@ at::Tensor ReferenceModel::DenoiserBlock(const std::string& name, const at::Tens
   return tokens.reshape({b, t, y, x, hid}).permute({0, 4, 1, 2, 3}).contiguous();
 }
 
-at::Tensor ReferenceModel::PredictNoise(const at::Tensor& x, const at::Tensor& t,
-                                        const at::Tensor& cond) {
+at::Tensor ReferenceModel::PredictNoise(const at::Tensor& x, const at::Tensor& t, const at::Tensor& cond) {
   const ForwardContext& ctx = denoiser_ctx_;
-  const int64_t p = size_.patch, b = x.size(0), c = x.size(1), frames = x.size(2),
-                lh = x.size(3), lw = x.size(4);
+  const int64_t p = size_.patch, b = x.size(0), c = x.size(1), frames = x.size(2), lh = x.size(3),
+                lw = x.size(4);
   // [B, C, T, h, w] -> [B, H, T, h', w']; fault F4 feeds the projection FP32 input.
   const at::Tensor x_in = fault_ == FaultCase::kInputFp32 ? x.to(at::kFloat) : x;
   at::Tensor h = Conv3d(ctx, "patch_embed", ModuleKind::kOther, x_in, {1, p, p});
@@ -280,8 +273,8 @@ at::Tensor ReferenceModel::Decode(const at::Tensor& z) {
   const ForwardContext& ctx = decoder_ctx_;
   const int64_t b = z.size(0), c = z.size(1), t = z.size(2);
   // Per frame: [B, C, T, h, w] -> [B*T, C, h, w]
-  at::Tensor h = z.to(decoder_policy_.compute).permute({0, 2, 1, 3, 4}).reshape(
-      {b * t, c, z.size(3), z.size(4)});
+  at::Tensor h =
+      z.to(decoder_policy_.compute).permute({0, 2, 1, 3, 4}).reshape({b * t, c, z.size(3), z.size(4)});
   h = Conv2d(ctx, "decoder.conv_in", ModuleKind::kDecoder, h);
   h = ResBlock(ctx, "decoder.mid", h, nullptr);
   for (int64_t u = 0; u < Log2(size_.upsample); ++u) {
@@ -302,17 +295,16 @@ int64_t EstimateReferenceBytes(const ReferenceSize& size, const DtypePolicy& pol
   const int64_t batch = size.sampler.guidance > 1.0 ? 2 : 1;
   const int64_t s = (g.height / p) * (g.width / p);
   // Parameters: per block res (2 convs 9H^2 + temb H^2) + 3 attentions (~4H^2) + ff (8H^2).
-  const int64_t params = size.depth * (18 + 1 + 12 + 8) * hid * hid +
-                         size.decoder_channels * size.decoder_channels * 9 * 4;
+  const int64_t params =
+      size.depth * (18 + 1 + 12 + 8) * hid * hid + size.decoder_channels * size.decoder_channels * 9 * 4;
   const int64_t weight_bytes = params * (4 + WeightStorageBytes(policy.storage));  // master + stored
   const int64_t features = batch * hid * g.frames * s * elem;
   const int64_t spatial = batch * g.frames * size.heads * s * s * elem;
   const int64_t temporal = batch * s * size.heads * g.frames * g.frames * elem;
   const int64_t cross = batch * size.heads * g.frames * s * g.cond_tokens * elem;
-  const int64_t decoder = g.frames * (size.decoder_channels / size.upsample) *
-                          size.FrameHeight() * size.FrameWidth() * 4;
-  const int64_t activations =
-      16 * features + 3 * std::max({spatial, temporal, cross}) + 8 * decoder;
+  const int64_t decoder =
+      g.frames * (size.decoder_channels / size.upsample) * size.FrameHeight() * size.FrameWidth() * 4;
+  const int64_t activations = 16 * features + 3 * std::max({spatial, temporal, cross}) + 8 * decoder;
   return weight_bytes + activations;
 }
 

@@ -23,23 +23,20 @@
 
 namespace framegate {
 
-
 class ReferenceModel : public VideoModel {
  public:
   // Creates the weights (FP32, CPU, from weight_seed) and places them on `device` under
   // `policy`, with `fault` built in. Fails (without allocating the weights) when the size
   // does not fit the device.
   static StatusOr<std::unique_ptr<ReferenceModel>> Create(const ReferenceSize& size,
-                                                          const DtypePolicy& policy,
-                                                          c10::Device device,
+                                                          const DtypePolicy& policy, c10::Device device,
                                                           uint64_t weight_seed = 0,
                                                           FaultCase fault = FaultCase::kNone);
 
   const LatentGeometry& geometry() const override { return size_.latent; }
   c10::Device device() const override { return device_; }
   c10::ScalarType latent_dtype() const override { return policy_.compute; }
-  at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t,
-                          const at::Tensor& cond) override;
+  at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t, const at::Tensor& cond) override;
   at::Tensor Decode(const at::Tensor& z) override;
   void BeginStep(int step) override;
   void SetObserver(ModuleObserver observer) override;

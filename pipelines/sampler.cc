@@ -22,7 +22,7 @@ at::Tensor GuidedNoise(VideoModel& model, const at::Tensor& x, double t, const a
                        double guidance) {
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
   if (guidance == 1.0) return model.PredictNoise(x, at::full({1}, t, f32), cond);
-  const at::Tensor x_in = at::cat({x, x}, 0);                       // [2, C, T, h, w]
+  const at::Tensor x_in = at::cat({x, x}, 0);                           // [2, C, T, h, w]
   const at::Tensor cond_in = at::cat({at::zeros_like(cond), cond}, 0);  // [2, L, D]
   const at::Tensor eps = model.PredictNoise(x_in, at::full({2}, t, f32), cond_in);
   const at::Tensor eps_u = eps.narrow(0, 0, 1), eps_c = eps.narrow(0, 1, 1);
@@ -46,8 +46,8 @@ std::vector<double> AlphasCumprod() {
 std::vector<int64_t> SamplerTimesteps(int steps) {
   std::vector<int64_t> t(steps);
   for (int i = 0; i < steps; ++i) {
-    t[i] = steps == 1 ? kTrainSteps - 1
-                      : std::llround(double(kTrainSteps - 1) * (steps - 1 - i) / (steps - 1));
+    t[i] =
+        steps == 1 ? kTrainSteps - 1 : std::llround(double(kTrainSteps - 1) * (steps - 1 - i) / (steps - 1));
   }
   return t;
 }
@@ -59,8 +59,14 @@ GenerationInputs DrawInputs(const LatentGeometry& g, uint64_t seed) {
 
 at::Tensor FramesFromDecoded(const at::Tensor& decoded) {
   // [1, 3, T, H, W] -> [T, H, W, 3]
-  return decoded.to(at::kFloat).to(at::kCPU).add(1.0).mul(0.5).clamp(0.0, 1.0)
-      .select(0, 0).permute({1, 2, 3, 0}).contiguous();
+  return decoded.to(at::kFloat)
+      .to(at::kCPU)
+      .add(1.0)
+      .mul(0.5)
+      .clamp(0.0, 1.0)
+      .select(0, 0)
+      .permute({1, 2, 3, 0})
+      .contiguous();
 }
 
 GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
@@ -92,8 +98,7 @@ GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint6
       x = x0 * std::sqrt(a_prev) + eps * std::sqrt(1.0 - a_prev);
     } else {
       const double s = sigma(i);
-      const at::Tensor eps =
-          GuidedNoise(model, x / std::sqrt(s * s + 1.0), t, cond, sampler.guidance);
+      const at::Tensor eps = GuidedNoise(model, x / std::sqrt(s * s + 1.0), t, cond, sampler.guidance);
       x = x + eps * (sigma(i + 1) - s);
     }
     SynchronizeDevice(model.device());

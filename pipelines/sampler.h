@@ -24,8 +24,8 @@
 
 namespace framegate {
 
-std::vector<double> AlphasCumprod();                 // [1000]
-std::vector<int64_t> SamplerTimesteps(int steps);    // [steps], descending
+std::vector<double> AlphasCumprod();               // [1000]
+std::vector<int64_t> SamplerTimesteps(int steps);  // [steps], descending
 
 // The initial noise [1, C, T, h, w] and conditioning [1, L, D] of a seed: float32, CPU.
 struct GenerationInputs {
@@ -35,9 +35,9 @@ struct GenerationInputs {
 GenerationInputs DrawInputs(const LatentGeometry& geometry, uint64_t seed);
 
 struct GenerationResult {
-  at::Tensor latents;  // final latents [1, C, T, h, w], float32, CPU
-  at::Tensor decoded;  // decoder output [1, 3, T, H, W], float32, CPU, not clamped
-  at::Tensor frames;   // [T, H, W, 3], float32, CPU, in [0, 1]
+  at::Tensor latents;                // final latents [1, C, T, h, w], float32, CPU
+  at::Tensor decoded;                // decoder output [1, 3, T, H, W], float32, CPU, not clamped
+  at::Tensor frames;                 // [T, H, W, 3], float32, CPU, in [0, 1]
   std::vector<double> step_seconds;  // wall time of each sampler step
   double decode_seconds = 0;
 };

@@ -31,9 +31,7 @@ class ZeroDataModel : public VideoModel {
     // For Euler the input is x / sqrt(sigma^2 + 1) = sqrt(a) x_sigma: eps = x_in / sqrt(1 - a).
     return x / std::sqrt(1.0 - a);
   }
-  at::Tensor Decode(const at::Tensor& z) override {
-    return z.narrow(1, 0, 3).repeat({1, 1, 1, 2, 2});
-  }
+  at::Tensor Decode(const at::Tensor& z) override { return z.narrow(1, 0, 3).repeat({1, 1, 1, 2, 2}); }
   int calls = 0;
   std::vector<int64_t> batch_sizes;
 
@@ -68,11 +66,10 @@ TEST(SamplerTest, GuidanceRunsOneDoubledBatchPerStep) {
 TEST(SamplerTest, StepObserverSeesEveryStep) {
   ZeroDataModel model;
   std::vector<int> steps;
-  Generate(model, {SamplerKind::kDdim, 4, 1.0}, 0,
-           [&](int step, const at::Tensor& latents) {
-             steps.push_back(step);
-             EXPECT_EQ(latents.dim(), 5);
-           });
+  Generate(model, {SamplerKind::kDdim, 4, 1.0}, 0, [&](int step, const at::Tensor& latents) {
+    steps.push_back(step);
+    EXPECT_EQ(latents.dim(), 5);
+  });
   EXPECT_EQ(steps, (std::vector<int>{0, 1, 2, 3}));
 }
 

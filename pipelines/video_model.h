@@ -22,8 +22,7 @@ class VideoModel {
   virtual c10::ScalarType latent_dtype() const = 0;
   // Predicted noise for latents x [B, C, T, h, w] (latent_dtype) at timesteps t [B]
   // (float32) under conditioning cond [B, L, D] (latent_dtype). Returns [B, C, T, h, w].
-  virtual at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t,
-                                  const at::Tensor& cond) = 0;
+  virtual at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t, const at::Tensor& cond) = 0;
   // Decodes latents z [B, C, T, h, w] into RGB video [B, 3, T, H, W], nominally in [-1, 1].
   virtual at::Tensor Decode(const at::Tensor& z) = 0;
   // The sampler step about to run (0-based; -1 for the decode), for observers.

@@ -8,16 +8,16 @@
 
 namespace framegate {
 
-void WeightStore::AddNormal(const std::string& name, ModuleKind kind,
-                            std::vector<int64_t> shape, double std, uint64_t seed) {
+void WeightStore::AddNormal(const std::string& name, ModuleKind kind, std::vector<int64_t> shape, double std,
+                            uint64_t seed) {
   assert(index_.count(name) == 0);
   at::Tensor master = SeededNormal(seed, StreamOf(name), shape).mul_(std);
   index_[name] = entries_.size();
   entries_.push_back({name, kind, master, master, WeightStorage::kFloat32});
 }
 
-void WeightStore::AddConstant(const std::string& name, ModuleKind kind,
-                              std::vector<int64_t> shape, double fill) {
+void WeightStore::AddConstant(const std::string& name, ModuleKind kind, std::vector<int64_t> shape,
+                              double fill) {
   assert(index_.count(name) == 0);
   at::Tensor master = at::full(shape, fill, at::kFloat);
   index_[name] = entries_.size();
@@ -35,9 +35,15 @@ Status WeightStore::Place(const DtypePolicy& model_policy, c10::Device device) {
       case WeightStorage::kFloat32:
         if (policy.emulate_fp16 && !island) t = t.to(at::kHalf).to(at::kFloat);
         break;
-      case WeightStorage::kFloat64: t = t.to(at::kDouble); break;
-      case WeightStorage::kBFloat16: t = t.to(at::kBFloat16); break;
-      case WeightStorage::kFloat16: t = t.to(at::kHalf); break;
+      case WeightStorage::kFloat64:
+        t = t.to(at::kDouble);
+        break;
+      case WeightStorage::kBFloat16:
+        t = t.to(at::kBFloat16);
+        break;
+      case WeightStorage::kFloat16:
+        t = t.to(at::kHalf);
+        break;
       case WeightStorage::kFp8E4M3:
         t = EncodeFp8Tensor(t, Fp8Format::kE4M3);
         break;
@@ -81,9 +87,7 @@ std::optional<Fp8Format> WeightEntry::fp8() const {
   return std::nullopt;
 }
 
-WeightEntry& WeightStore::Mutable(const std::string& name) {
-  return entries_[index_.at(name)];
-}
+WeightEntry& WeightStore::Mutable(const std::string& name) { return entries_[index_.at(name)]; }
 
 void WeightStore::OverrideStored(const std::string& name, at::Tensor stored) {
   Mutable(name).stored = std::move(stored);

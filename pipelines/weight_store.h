@@ -31,10 +31,9 @@ class WeightStore {
  public:
   // Adds a weight drawn from N(0, std^2) with the stream of its name (std == 0: filled
   // with `fill`). Names must be unique (asserted).
-  void AddNormal(const std::string& name, ModuleKind kind, std::vector<int64_t> shape,
-                 double std, uint64_t seed);
-  void AddConstant(const std::string& name, ModuleKind kind, std::vector<int64_t> shape,
-                   double fill);
+  void AddNormal(const std::string& name, ModuleKind kind, std::vector<int64_t> shape, double std,
+                 uint64_t seed);
+  void AddConstant(const std::string& name, ModuleKind kind, std::vector<int64_t> shape, double fill);
 
   // Casts every master into its stored form on `device`. Islands stay FP32 (decoder
   // weights follow DecoderPolicyOf(policy)); with emulate_fp16 FP32 values are rounded

@@ -7,14 +7,12 @@ namespace framegate {
 namespace {
 
 // Inferno-like ramp: black, purple, red, orange, pale yellow.
-constexpr uint8_t kStops[5][3] = {
-    {0, 0, 4}, {87, 16, 110}, {188, 55, 84}, {249, 142, 9}, {252, 255, 164}};
+constexpr uint8_t kStops[5][3] = {{0, 0, 4}, {87, 16, 110}, {188, 55, 84}, {249, 142, 9}, {252, 255, 164}};
 
 }  // namespace
 
 std::string Video::ShapeString() const {
-  return "[" + std::to_string(frames) + ", " + std::to_string(height) + ", " +
-         std::to_string(width) + ", 3]";
+  return "[" + std::to_string(frames) + ", " + std::to_string(height) + ", " + std::to_string(width) + ", 3]";
 }
 
 namespace {
@@ -67,8 +65,7 @@ void HeatColour(double x, uint8_t rgb[3]) {
   const int low = std::min(3, static_cast<int>(x));
   const double f = x - low;
   for (int c = 0; c < 3; ++c) {
-    rgb[c] = static_cast<uint8_t>(
-        std::lround(kStops[low][c] + f * (kStops[low + 1][c] - kStops[low][c])));
+    rgb[c] = static_cast<uint8_t>(std::lround(kStops[low][c] + f * (kStops[low + 1][c] - kStops[low][c])));
   }
 }
 

@@ -16,9 +16,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string Mib(int64_t bytes) {
-  return NumberText(static_cast<double>(bytes) / 1048576.0) + " MiB";
-}
+std::string Mib(int64_t bytes) { return NumberText(static_cast<double>(bytes) / 1048576.0) + " MiB"; }
 
 std::string PictureName(const char* kind, int64_t t) {
   char buffer[48];
@@ -119,11 +117,9 @@ std::string HeatLegend(double scale) {
     HeatColour(i / 31.0, rgb);
     char colour[8];
     std::snprintf(colour, sizeof(colour), "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-    svg << "<rect x=\"" << 30 + i * 5 << "\" y=\"2\" width=\"5\" height=\"12\" fill=\"" << colour
-        << "\"/>";
+    svg << "<rect x=\"" << 30 + i * 5 << "\" y=\"2\" width=\"5\" height=\"12\" fill=\"" << colour << "\"/>";
   }
-  svg << "<text x=\"0\" y=\"13\">0</text><text x=\"192\" y=\"13\">" << NumberText(scale)
-      << "</text></svg>";
+  svg << "<text x=\"0\" y=\"13\">0</text><text x=\"192\" y=\"13\">" << NumberText(scale) << "</text></svg>";
   return svg.str();
 }
 
@@ -145,9 +141,8 @@ Status FrameRow(const CellResult& r, const CellFrames& f, double diff_scale, int
   }
   out << "</td><td>";
   if (f.have_candidate && t < f.candidate.frames) {
-    FG_RETURN_IF_ERROR(
-        WritePngRgb(cell_dir + "/" + PictureName("candidate", t),
-                    FrameToRgb(f.candidate.Frame(t), f.candidate.height, f.candidate.width)));
+    FG_RETURN_IF_ERROR(WritePngRgb(cell_dir + "/" + PictureName("candidate", t),
+                                   FrameToRgb(f.candidate.Frame(t), f.candidate.height, f.candidate.width)));
     out << Img(id, "candidate", t, "candidate");
   }
   out << "</td><td>";
@@ -165,28 +160,26 @@ Status FrameRow(const CellResult& r, const CellFrames& f, double diff_scale, int
 }
 
 // Writes the PNGs and the frames table. IoError only for a file that cannot be written.
-Status FramesSection(const CellResult& r, const HtmlReportOptions& options,
-                     const std::string& cell_dir, std::ostringstream& out) {
+Status FramesSection(const CellResult& r, const HtmlReportOptions& options, const std::string& cell_dir,
+                     std::ostringstream& out) {
   out << "<h2>Frames</h2>";
   CellFrames f = LoadFrames(r, options);
-  const bool same_shape =
-      f.have_golden && f.have_candidate && f.golden.frames == f.candidate.frames &&
-      f.golden.height == f.candidate.height && f.golden.width == f.candidate.width;
+  const bool same_shape = f.have_golden && f.have_candidate && f.golden.frames == f.candidate.frames &&
+                          f.golden.height == f.candidate.height && f.golden.width == f.candidate.width;
   if (f.have_golden && f.have_candidate && !same_shape) {
-    f.notes.push_back("golden " + f.golden.ShapeString() + " and candidate " +
-                      f.candidate.ShapeString() + " differ in shape: no difference drawn");
+    f.notes.push_back("golden " + f.golden.ShapeString() + " and candidate " + f.candidate.ShapeString() +
+                      " differ in shape: no difference drawn");
   }
   for (const std::string& note : f.notes) out << "<p class=\"note\">" << HtmlEscape(note) << "</p>";
   if (!f.have_golden && !f.have_candidate) {
-    out << "<p class=\"bad\">No frames: " << HtmlEscape(StatusName(r.status)) << " "
-        << HtmlEscape(r.reason) << "</p>";
+    out << "<p class=\"bad\">No frames: " << HtmlEscape(StatusName(r.status)) << " " << HtmlEscape(r.reason)
+        << "</p>";
     return Status::Ok();
   }
   const int64_t total = f.have_candidate ? f.candidate.frames : f.golden.frames;
   const int64_t shown = std::min<int64_t>(total, std::max(1, options.max_frames));
   FG_RETURN_IF_ERROR(CreateDirectories(cell_dir));
-  const double scale =
-      same_shape ? std::max(MaxFiniteAbsDiff(f.golden, f.candidate, shown), 1.0 / 255) : 0;
+  const double scale = same_shape ? std::max(MaxFiniteAbsDiff(f.golden, f.candidate, shown), 1.0 / 255) : 0;
   if (same_shape) {
     out << "<p>Difference: max over channels of |candidate - golden| " << HeatLegend(scale)
         << " (cyan: a NaN or infinite value)</p>";
@@ -221,9 +214,8 @@ void HealthSection(const CellResult& r, std::ostringstream& out) {
   if (r.first_nonfinite.found) {
     const FirstNonfinite& f = r.first_nonfinite;
     Row(out, "first non-finite",
-        "<span class=\"bad\">" +
-            std::string(f.step < 0 ? "decoder" : "step " + std::to_string(f.step)) + " in " +
-            HtmlEscape(f.module) + (f.op.empty() ? "" : " at " + HtmlEscape(f.op)) + " (" +
+        "<span class=\"bad\">" + std::string(f.step < 0 ? "decoder" : "step " + std::to_string(f.step)) +
+            " in " + HtmlEscape(f.module) + (f.op.empty() ? "" : " at " + HtmlEscape(f.op)) + " (" +
             std::to_string(f.count.nan) + " NaN, " + std::to_string(f.count.inf) + " Inf)</span>");
   } else {
     Row(out, "first non-finite", "none found");
@@ -250,8 +242,8 @@ void HealthSection(const CellResult& r, std::ostringstream& out) {
     const ModuleProbe& p = r.probes[i];
     out << "<tr><td>" << HtmlEscape(p.module) << "</td><td>" << HtmlEscape(p.dtype) << "</td><td>"
         << NumberText(p.absmax) << "</td><td>" << NumberText(p.headroom_bits) << "</td><td>"
-        << NumberText(p.overflow_fraction) << "</td><td>" << NumberText(p.underflow_fraction)
-        << "</td><td>" << (std::isnan(p.sqnr_db) ? "-" : NumberText(p.sqnr_db)) << "</td></tr>";
+        << NumberText(p.overflow_fraction) << "</td><td>" << NumberText(p.underflow_fraction) << "</td><td>"
+        << (std::isnan(p.sqnr_db) ? "-" : NumberText(p.sqnr_db)) << "</td></tr>";
   }
   out << "</table>";
   if (std::any_of(r.probes.begin(), r.probes.end(),
@@ -275,7 +267,8 @@ void AdvisorSection(const CellResult& r, std::ostringstream& out) {
   if (!a.found()) {
     out << "<p class=\"bad\">No set of FP32 islands tried made this cell pass.</p>";
   }
-  out << "<h3>Runs tried (" << a.runs.size() << ")</h3><table class=\"advice-runs\"><tr>"
+  out << "<h3>Runs tried (" << a.runs.size()
+      << ")</h3><table class=\"advice-runs\"><tr>"
          "<th>#</th><th>FP32 islands</th><th>status</th><th>reason</th></tr>";
   for (size_t i = 0; i < a.runs.size(); ++i) {
     const AdviceRun& run = a.runs[i];
@@ -294,12 +287,10 @@ void TimingsSection(const CellResult& r, std::ostringstream& out) {
   Row(out, "warm-up runs", std::to_string(t.warmup));
   Row(out, "model load", FormatSeconds(t.load_seconds));
   if (!t.generation_seconds.empty()) {
-    const auto [low, high] =
-        std::minmax_element(t.generation_seconds.begin(), t.generation_seconds.end());
+    const auto [low, high] = std::minmax_element(t.generation_seconds.begin(), t.generation_seconds.end());
     Row(out, "generation",
-        "median " + FormatSeconds(Median(t.generation_seconds)) + ", min " + FormatSeconds(*low) +
-            ", max " + FormatSeconds(*high) + " over " +
-            std::to_string(t.generation_seconds.size()) + " repeats");
+        "median " + FormatSeconds(Median(t.generation_seconds)) + ", min " + FormatSeconds(*low) + ", max " +
+            FormatSeconds(*high) + " over " + std::to_string(t.generation_seconds.size()) + " repeats");
   }
   std::string steps;
   for (double s : t.step_seconds) steps += FormatSeconds(s) + " ";
@@ -330,9 +321,8 @@ void HistorySection(const RunRecord& run, const CellResult& r, const HtmlReportO
     psnr.series[0].values.push_back(min_psnr);
     latency.series[0].values.push_back(seconds * 1e3);
     table << "<tr><td>" << HtmlEscape(p.date) << "</td><td>" << HtmlEscape(p.run_id) << "</td><td>"
-          << StatusBadge(p.result.status) << "</td><td>"
-          << (p.result.metrics ? FormatPsnr(min_psnr) : "") << "</td><td>" << FormatSeconds(seconds)
-          << "</td></tr>";
+          << StatusBadge(p.result.status) << "</td><td>" << (p.result.metrics ? FormatPsnr(min_psnr) : "")
+          << "</td><td>" << FormatSeconds(seconds) << "</td></tr>";
   }
   if (points.size() > 1)
     out << "<div>" << SvgLineChart(psnr) << SvgLineChart(latency) << "</div>";
@@ -348,8 +338,8 @@ Status WriteCellPage(const RunRecord& run, const CellResult& r, const HtmlReport
   const std::string id = r.cell.Id();
   std::ostringstream out;
   out << PageStart(r.cell.Label() + " " + StatusName(r.status)) << "<p><a href=\"../index.html\">"
-      << "&larr; run " << HtmlEscape(run.info.run_id) << "</a></p><h1>"
-      << HtmlEscape(r.cell.Label()) << " " << StatusBadge(r.status) << "</h1>";
+      << "&larr; run " << HtmlEscape(run.info.run_id) << "</a></p><h1>" << HtmlEscape(r.cell.Label()) << " "
+      << StatusBadge(r.status) << "</h1>";
   if (!r.reason.empty()) out << "<p class=\"reason\">" << HtmlEscape(r.reason) << "</p>";
   FactsSection(r, out);
   FG_RETURN_IF_ERROR(FramesSection(r, options, dir + "/cells/" + id, out));

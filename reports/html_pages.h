@@ -17,8 +17,8 @@ std::string StatusBadge(CellStatus status);
 std::string CellPagePath(const Cell& cell);
 
 // Writes cells/<id>.html and its pictures under `dir`.
-Status WriteCellPage(const RunRecord& run, const CellResult& result,
-                     const HtmlReportOptions& options, const std::string& dir);
+Status WriteCellPage(const RunRecord& run, const CellResult& result, const HtmlReportOptions& options,
+                     const std::string& dir);
 
 }  // namespace html
 }  // namespace framegate

@@ -64,8 +64,8 @@ void ProvenanceTable(const RunRecord& run, std::ostringstream& out) {
   for (const DeviceInfo& d : run.devices) {
     out << "<tr><td>" << HtmlEscape(d.device) << "</td><td>" << HtmlEscape(d.name) << "</td><td>"
         << HtmlEscape(d.capability) << "</td><td>"
-        << (d.memory_bytes > 0 ? NumberText(d.memory_bytes / 1073741824.0) + " GiB" : "")
-        << "</td><td>" << HtmlEscape(d.driver) << "</td></tr>";
+        << (d.memory_bytes > 0 ? NumberText(d.memory_bytes / 1073741824.0) + " GiB" : "") << "</td><td>"
+        << HtmlEscape(d.driver) << "</td></tr>";
   }
   out << "</table>";
 }
@@ -110,18 +110,17 @@ void Failures(const RunRecord& run, std::ostringstream& out) {
   out << "<h2>Failures (" << failing.size() << ")</h2><table class=\"failures\">"
       << "<tr><th>status</th><th>cell</th><th>reason</th><th>reproduce</th></tr>";
   for (const CellResult* r : failing) {
-    out << "<tr><td>" << StatusBadge(r->status) << "</td><td><a href=\"" << CellPagePath(r->cell)
-        << "\">" << HtmlEscape(r->cell.Label()) << "</a></td><td>" << HtmlEscape(r->reason)
-        << "</td><td><code>" << HtmlEscape(r->repro) << "</code></td></tr>";
+    out << "<tr><td>" << StatusBadge(r->status) << "</td><td><a href=\"" << CellPagePath(r->cell) << "\">"
+        << HtmlEscape(r->cell.Label()) << "</a></td><td>" << HtmlEscape(r->reason) << "</td><td><code>"
+        << HtmlEscape(r->repro) << "</code></td></tr>";
   }
   out << "</table>";
 }
 
 std::string IndexPage(const RunRecord& run) {
   std::ostringstream out;
-  out << PageStart("framegate run " + run.info.run_id) << "<h1>framegate run "
-      << HtmlEscape(run.info.run_id) << "</h1><p class=\"counts\">"
-      << HtmlEscape(CountsLine(CountStatuses(run.cells))) << "</p>";
+  out << PageStart("framegate run " + run.info.run_id) << "<h1>framegate run " << HtmlEscape(run.info.run_id)
+      << "</h1><p class=\"counts\">" << HtmlEscape(CountsLine(CountStatuses(run.cells))) << "</p>";
   for (const PipelineGrid& grid : BuildGrids(run.cells)) Grid(grid, out);
   out << "<p class=\"legend\">";
   for (int s = 0; s <= static_cast<int>(CellStatus::kXpass); ++s) {
@@ -137,8 +136,8 @@ std::string IndexPage(const RunRecord& run) {
 }  // namespace
 
 std::string PageStart(const std::string& title) {
-  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
-         HtmlEscape(title) + "</title><style>" + kCss + "</style></head><body>\n";
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + HtmlEscape(title) +
+         "</title><style>" + kCss + "</style></head><body>\n";
 }
 
 std::string PageEnd() { return "\n</body></html>\n"; }
@@ -152,8 +151,7 @@ std::string CellPagePath(const Cell& cell) { return "cells/" + cell.Id() + ".htm
 
 }  // namespace html
 
-Status WriteHtmlReport(const RunRecord& run, const HtmlReportOptions& options,
-                       const std::string& dir) {
+Status WriteHtmlReport(const RunRecord& run, const HtmlReportOptions& options, const std::string& dir) {
   FG_RETURN_IF_ERROR(CreateDirectories(dir + "/cells"));
   for (const CellResult& result : run.cells) {
     FG_RETURN_IF_ERROR(html::WriteCellPage(run, result, options, dir));

@@ -45,7 +45,6 @@ struct HtmlReportOptions {
 // or malformed file, golden reader error, shape mismatch) gets a page that says why:
 // a broken run must still produce its report. Returns IoError naming the path only when
 // a file cannot be written.
-Status WriteHtmlReport(const RunRecord& run, const HtmlReportOptions& options,
-                       const std::string& dir);
+Status WriteHtmlReport(const RunRecord& run, const HtmlReportOptions& options, const std::string& dir);
 
 }  // namespace framegate

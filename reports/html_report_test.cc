@@ -112,8 +112,7 @@ TEST(HtmlReportTest, EscapesEveryNameAndShowsTheReasonWithoutFrames) {
   const std::string index = ReadText(dir + "/report/index.html");
   EXPECT_NE(index.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
   EXPECT_NE(index.find("model:&lt;script&gt;model"), std::string::npos);
-  const std::string error_page =
-      ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
+  const std::string error_page = ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
   EXPECT_NE(error_page.find("No frames: ERROR dtype_mismatch: &lt;Half&gt;"), std::string::npos);
   EXPECT_EQ(error_page.find("<img"), std::string::npos);
 }
@@ -125,8 +124,7 @@ TEST(HtmlReportTest, SaysWhyFramesAreMissing) {
   HtmlReportOptions no_reader;
   ASSERT_TRUE(WriteHtmlReport(run, no_reader, dir + "/report").ok());
   const std::string page = ReadText(dir + "/report/cells/" + run.cells[0].cell.Id() + ".html");
-  EXPECT_NE(page.find("candidate frames: " + dir + "/nowhere/frames.npy"), std::string::npos)
-      << page;
+  EXPECT_NE(page.find("candidate frames: " + dir + "/nowhere/frames.npy"), std::string::npos) << page;
   EXPECT_NE(page.find("golden frames not loaded"), std::string::npos);
 }
 
@@ -170,8 +168,7 @@ TEST(HtmlReportTest, CellPageShowsTheAdvisorsAnswerEscaped) {
   ASSERT_FALSE(advisor.empty()) << page;
   // Before and after, the islands (escaped), the weight share, each run, the policy TOML.
   EXPECT_NE(advisor.find(">NONFINITE</span> &rarr; <span"), std::string::npos) << advisor;
-  EXPECT_NE(advisor.find("blocks.0.spatial_attn, blocks.&lt;1&gt;.ff"), std::string::npos)
-      << advisor;
+  EXPECT_NE(advisor.find("blocks.0.spatial_attn, blocks.&lt;1&gt;.ff"), std::string::npos) << advisor;
   EXPECT_NE(advisor.find("6.25%"), std::string::npos) << advisor;
   EXPECT_NE(advisor.find("Runs tried (2)"), std::string::npos);
   EXPECT_NE(advisor.find("min_psnr 28 &lt; 30"), std::string::npos);
@@ -184,8 +181,7 @@ TEST(HtmlReportTest, CellPageShowsTheAdvisorsAnswerEscaped) {
   EXPECT_NE(page.find("matrix/&lt;islands&gt;.toml"), std::string::npos);
   // Health: the op of the first NaN, what instrumentation saw, SQNR per probe ("-": none).
   const std::string health = Section(page, "<h2>Health</h2>");
-  EXPECT_NE(health.find("step 3 in blocks.0.spatial_attn.logits at aten::exp (10 NaN"),
-            std::string::npos)
+  EXPECT_NE(health.find("step 3 in blocks.0.spatial_attn.logits at aten::exp (10 NaN"), std::string::npos)
       << health;
   EXPECT_NE(health.find("37 module calls, 212 ops watched"), std::string::npos);
   EXPECT_NE(health.find("<th>SQNR vs FP32 (dB)</th>"), std::string::npos);
@@ -210,10 +206,8 @@ TEST(HtmlReportTest, AdviceThatFoundNothingSaysSo) {
   ASSERT_TRUE(WriteHtmlReport(run, HtmlReportOptions(), dir + "/report").ok());
   const std::string page = ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
   const std::string advisor = Section(page, "<h2>Advisor</h2>");
-  EXPECT_NE(advisor.find("No set of FP32 islands tried made this cell pass."), std::string::npos)
-      << advisor;
-  EXPECT_NE(advisor.find("<th>FP32 islands</th><td><span class=\"note\">none</span>"),
-            std::string::npos)
+  EXPECT_NE(advisor.find("No set of FP32 islands tried made this cell pass."), std::string::npos) << advisor;
+  EXPECT_NE(advisor.find("<th>FP32 islands</th><td><span class=\"note\">none</span>"), std::string::npos)
       << advisor;
   EXPECT_EQ(advisor.find("<pre"), std::string::npos);
 }
@@ -237,17 +231,13 @@ TEST(FrameImagesTest, VideoFromFloat32ChecksTheShape) {
 }
 
 TEST(SvgPlotTest, DrawsFiniteValuesAndMarksInfinities) {
-  LineChart chart{"PSNR <per> frame",
-                  "dB",
-                  {"0", "1", "2", "3"},
-                  {{"PSNR", "#123456", {30.0, INFINITY, NAN, 32.0}}}};
+  LineChart chart{
+      "PSNR <per> frame", "dB", {"0", "1", "2", "3"}, {{"PSNR", "#123456", {30.0, INFINITY, NAN, 32.0}}}};
   const std::string svg = SvgLineChart(chart);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("PSNR &lt;per&gt; frame"), std::string::npos);
-  EXPECT_NE(svg.find("fill=\"white\" stroke=\"#123456\""), std::string::npos)
-      << "hollow +inf marker";
-  EXPECT_EQ(std::count(svg.begin(), svg.end(), 'M'), 2)
-      << "the line breaks at inf and NaN: " << svg;
+  EXPECT_NE(svg.find("fill=\"white\" stroke=\"#123456\""), std::string::npos) << "hollow +inf marker";
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), 'M'), 2) << "the line breaks at inf and NaN: " << svg;
   chart.series[0].values = {NAN, NAN};
   EXPECT_NE(SvgLineChart(chart).find("no finite values"), std::string::npos);
 }

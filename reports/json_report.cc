@@ -78,8 +78,7 @@ json RunRecordToJson(const RunRecord& run) {
           {"format_version", kRunJsonFormatVersion},
           {"run", RunInfoToJson(run.info)},
           {"devices", devices},
-          {"summary",
-           {{"cells", counts.total}, {"failures", counts.failures}, {"by_status", by_status}}},
+          {"summary", {{"cells", counts.total}, {"failures", counts.failures}, {"by_status", by_status}}},
           {"cells", cells}};
 }
 

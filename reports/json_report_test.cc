@@ -90,8 +90,7 @@ TEST(JsonReportTest, FileErrorsNameThePath) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message().rfind(dir + "/bad.json: not JSON", 0), 0u) << r.status().message();
   EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
-  EXPECT_EQ(WriteJsonReport(SampleRun(), dir + "/no/such/folder/run.json").code(),
-            Status::Code::kIoError);
+  EXPECT_EQ(WriteJsonReport(SampleRun(), dir + "/no/such/folder/run.json").code(), Status::Code::kIoError);
 }
 
 }  // namespace

@@ -14,17 +14,21 @@ enum class JunitOutcome { kPassed, kFailure, kError, kSkipped };
 
 JunitOutcome OutcomeOf(CellStatus status) {
   switch (status) {
-    case CellStatus::kPass: return JunitOutcome::kPassed;
+    case CellStatus::kPass:
+      return JunitOutcome::kPassed;
     case CellStatus::kFail:
     case CellStatus::kNonfinite:
     case CellStatus::kBrokenFrames:
-    case CellStatus::kXpass: return JunitOutcome::kFailure;
+    case CellStatus::kXpass:
+      return JunitOutcome::kFailure;
     case CellStatus::kError:
     case CellStatus::kCrash:
     case CellStatus::kTimeout:
-    case CellStatus::kUnresolved: return JunitOutcome::kError;
+    case CellStatus::kUnresolved:
+      return JunitOutcome::kError;
     case CellStatus::kUnsupported:
-    case CellStatus::kXfail: return JunitOutcome::kSkipped;
+    case CellStatus::kXfail:
+      return JunitOutcome::kSkipped;
   }
   return JunitOutcome::kError;
 }
@@ -44,10 +48,8 @@ std::string SecondsText(double seconds) {
   return buffer;
 }
 
-void Property(std::ostream& out, const char* indent, const std::string& name,
-              const std::string& value) {
-  out << indent << "<property name=\"" << XmlEscape(name) << "\" value=\"" << XmlEscape(value)
-      << "\"/>\n";
+void Property(std::ostream& out, const char* indent, const std::string& name, const std::string& value) {
+  out << indent << "<property name=\"" << XmlEscape(name) << "\" value=\"" << XmlEscape(value) << "\"/>\n";
 }
 
 void RunProperties(const RunRecord& run, std::ostream& out) {
@@ -95,16 +97,13 @@ std::string Details(const CellResult& r) {
   text << StatusName(r.status) << ": " << r.reason << "\n";
   if (!r.error_class.empty()) text << "error class: " << r.error_class << "\n";
   if (!r.error_module.empty() || !r.error_op.empty()) {
-    text << "raised in: " << r.error_module
-         << (r.error_op.empty() ? "" : " (" + r.error_op + ")") << "\n";
+    text << "raised in: " << r.error_module << (r.error_op.empty() ? "" : " (" + r.error_op + ")") << "\n";
   }
   if (r.first_nonfinite.found) {
-    text << "first non-finite: step " << r.first_nonfinite.step << " in "
-         << r.first_nonfinite.module
+    text << "first non-finite: step " << r.first_nonfinite.step << " in " << r.first_nonfinite.module
          << (r.first_nonfinite.op.empty() ? "" : " at " + r.first_nonfinite.op) << "\n";
   }
-  for (const NamedMetric& m : ShownMetrics(r))
-    text << m.name << " = " << NumberText(m.value) << "\n";
+  for (const NamedMetric& m : ShownMetrics(r)) text << m.name << " = " << NumberText(m.value) << "\n";
   if (!r.repro.empty()) text << "repro: " << r.repro << "\n";
   return text.str();
 }
@@ -116,18 +115,18 @@ void Testcase(const CellResult& r, std::ostream& out) {
   CellProperties(r, out);
   const std::string type = StatusName(r.status);
   switch (OutcomeOf(r.status)) {
-    case JunitOutcome::kPassed: break;
+    case JunitOutcome::kPassed:
+      break;
     case JunitOutcome::kFailure:
     case JunitOutcome::kError: {
       const char* tag = OutcomeOf(r.status) == JunitOutcome::kFailure ? "failure" : "error";
-      out << "      <" << tag << " message=\"" << XmlEscape(r.reason) << "\" type=\"" << type
-          << "\">" << XmlEscape(Details(r)) << "</" << tag << ">\n";
+      out << "      <" << tag << " message=\"" << XmlEscape(r.reason) << "\" type=\"" << type << "\">"
+          << XmlEscape(Details(r)) << "</" << tag << ">\n";
       break;
     }
     case JunitOutcome::kSkipped: {
       std::string message = r.reason;
-      if (r.status == CellStatus::kXfail)
-        message = "expected failure (" + r.cell.xfail + "): " + message;
+      if (r.status == CellStatus::kXfail) message = "expected failure (" + r.cell.xfail + "): " + message;
       out << "      <skipped message=\"" << XmlEscape(message) << "\"/>\n";
       break;
     }
@@ -135,8 +134,7 @@ void Testcase(const CellResult& r, std::ostream& out) {
   std::string system_out;
   if (!r.repro.empty()) system_out += "repro: " + r.repro + "\n";
   if (!r.artifacts_dir.empty()) system_out += "artifacts: " + r.artifacts_dir + "\n";
-  if (!system_out.empty())
-    out << "      <system-out>" << XmlEscape(system_out) << "</system-out>\n";
+  if (!system_out.empty()) out << "      <system-out>" << XmlEscape(system_out) << "</system-out>\n";
   out << "    </testcase>\n";
 }
 
@@ -167,14 +165,14 @@ std::string JunitXml(const RunRecord& run) {
     if (median >= 0) seconds += median;
   }
   std::ostringstream counts;
-  counts << "tests=\"" << run.cells.size() << "\" failures=\"" << failures << "\" errors=\""
-         << errors << "\" skipped=\"" << skipped << "\" time=\"" << SecondsText(seconds) << "\"";
+  counts << "tests=\"" << run.cells.size() << "\" failures=\"" << failures << "\" errors=\"" << errors
+         << "\" skipped=\"" << skipped << "\" time=\"" << SecondsText(seconds) << "\"";
   std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       << "<testsuites name=\"framegate\" " << counts.str() << ">\n"
       << "  <testsuite name=\"framegate " << XmlEscape(run.info.run_id) << "\" " << counts.str()
-      << " id=\"0\" package=\"framegate\" hostname=\"" << XmlEscape(run.info.host)
-      << "\" timestamp=\"" << XmlEscape(run.info.started_at) << "\">\n";
+      << " id=\"0\" package=\"framegate\" hostname=\"" << XmlEscape(run.info.host) << "\" timestamp=\""
+      << XmlEscape(run.info.started_at) << "\">\n";
   RunProperties(run, out);
   for (const CellResult& r : run.cells) Testcase(r, out);
   out << "  </testsuite>\n</testsuites>\n";

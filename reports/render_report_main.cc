@@ -25,8 +25,7 @@ StatusOr<Video> ReadNpyGolden(const std::string& path) {
 }
 
 // History file: {"<cell_id>": [{"run_id": .., "date": .., "cell": <cell JSON>}, ...]}.
-Status ReadHistory(const std::string& path,
-                   std::map<std::string, std::vector<CellHistoryPoint>>* history) {
+Status ReadHistory(const std::string& path, std::map<std::string, std::vector<CellHistoryPoint>>* history) {
   std::ifstream in(path);
   if (!in) return Status::NotFound(path + ": cannot open");
   try {

@@ -9,8 +9,8 @@
 namespace framegate {
 namespace testing_data {
 
-inline CellResult MakeResult(const std::string& device, const std::string& policy,
-                             CellStatus status, const std::string& reason) {
+inline CellResult MakeResult(const std::string& device, const std::string& policy, CellStatus status,
+                             const std::string& reason) {
   CellResult r;
   r.cell.device = device;
   r.cell.policy = policy;
@@ -74,13 +74,12 @@ inline RunRecord SampleRun() {
   advice.runs = {{{"blocks.0.spatial_attn"}, CellStatus::kFail, "min_psnr 28 < 30"},
                  {advice.islands, CellStatus::kPass, ""}};
   nonfinite.advice = advice;
-  CellResult error = MakeResult("cpu", "fp8-e5m2", CellStatus::kError,
-                                "dtype_mismatch: expected Float but found Half");
+  CellResult error =
+      MakeResult("cpu", "fp8-e5m2", CellStatus::kError, "dtype_mismatch: expected Float but found Half");
   error.error_class = "dtype_mismatch";
   error.error_module = "denoiser.embed.time_mlp.0";
   error.error_op = "aten::linear";
-  CellResult unsupported =
-      MakeResult("cpu", "fp16", CellStatus::kUnsupported, "no FP16 matmul on the CPU");
+  CellResult unsupported = MakeResult("cpu", "fp16", CellStatus::kUnsupported, "no FP16 matmul on the CPU");
   CellResult timeout = MakeResult("cuda:0", "fp32", CellStatus::kTimeout, "no result after 600 s");
   CellResult xfail = MakeResult("cuda:0", "bf16", CellStatus::kXfail, "min_psnr 20 < 30");
   xfail.cell.xfail = "known bf16 drift";

@@ -15,10 +15,9 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 constexpr CellStatus kAllStatuses[] = {
-    CellStatus::kPass,         CellStatus::kFail,    CellStatus::kNonfinite,
-    CellStatus::kBrokenFrames, CellStatus::kError,   CellStatus::kUnsupported,
-    CellStatus::kUnresolved,   CellStatus::kTimeout, CellStatus::kCrash,
-    CellStatus::kXfail,        CellStatus::kXpass,
+    CellStatus::kPass,  CellStatus::kFail,        CellStatus::kNonfinite,  CellStatus::kBrokenFrames,
+    CellStatus::kError, CellStatus::kUnsupported, CellStatus::kUnresolved, CellStatus::kTimeout,
+    CellStatus::kCrash, CellStatus::kXfail,       CellStatus::kXpass,
 };
 
 std::string Printf(const char* format, double value) {
@@ -49,10 +48,7 @@ size_t IndexOf(std::vector<T>& items, const T& item) {
 
 }  // namespace
 
-
-double MedianGenerationSeconds(const CellResult& result) {
-  return Median(result.timings.generation_seconds);
-}
+double MedianGenerationSeconds(const CellResult& result) { return Median(result.timings.generation_seconds); }
 
 double ShownFramePsnr(const CellResult& result, size_t t) {
   if (!result.metrics || t >= result.metrics->video.frames.size()) return kNaN;
@@ -95,8 +91,7 @@ std::string FormatSeconds(double seconds) {
 
 std::string KeyMetric(const CellResult& result) {
   if (!result.metrics) return "";
-  return "PSNR " + FormatPsnr(ShownMinPsnr(result)) + ", SSIM " +
-         FormatSsim(result.metrics->video.mean_ssim);
+  return "PSNR " + FormatPsnr(ShownMinPsnr(result)) + ", SSIM " + FormatSsim(result.metrics->video.mean_ssim);
 }
 
 std::string CellSummary(const CellResult& result) {
@@ -117,34 +112,56 @@ std::string PolicyShown(const CellResult& result) {
 
 int StatusSeverity(CellStatus status) {
   switch (status) {
-    case CellStatus::kPass: return 0;
-    case CellStatus::kXfail: return 1;
-    case CellStatus::kUnsupported: return 2;
-    case CellStatus::kXpass: return 3;
-    case CellStatus::kUnresolved: return 4;
-    case CellStatus::kFail: return 5;
-    case CellStatus::kBrokenFrames: return 6;
-    case CellStatus::kNonfinite: return 7;
-    case CellStatus::kTimeout: return 8;
-    case CellStatus::kError: return 9;
-    case CellStatus::kCrash: return 10;
+    case CellStatus::kPass:
+      return 0;
+    case CellStatus::kXfail:
+      return 1;
+    case CellStatus::kUnsupported:
+      return 2;
+    case CellStatus::kXpass:
+      return 3;
+    case CellStatus::kUnresolved:
+      return 4;
+    case CellStatus::kFail:
+      return 5;
+    case CellStatus::kBrokenFrames:
+      return 6;
+    case CellStatus::kNonfinite:
+      return 7;
+    case CellStatus::kTimeout:
+      return 8;
+    case CellStatus::kError:
+      return 9;
+    case CellStatus::kCrash:
+      return 10;
   }
   return 10;
 }
 
 const char* StatusColour(CellStatus status) {
   switch (status) {
-    case CellStatus::kPass: return "#2e7d32";
-    case CellStatus::kXfail: return "#558b2f";
-    case CellStatus::kUnsupported: return "#757575";
-    case CellStatus::kXpass: return "#ef6c00";
-    case CellStatus::kUnresolved: return "#8d6e00";
-    case CellStatus::kFail: return "#c62828";
-    case CellStatus::kBrokenFrames: return "#ad1457";
-    case CellStatus::kNonfinite: return "#6a1b9a";
-    case CellStatus::kTimeout: return "#4e342e";
-    case CellStatus::kError: return "#b71c1c";
-    case CellStatus::kCrash: return "#212121";
+    case CellStatus::kPass:
+      return "#2e7d32";
+    case CellStatus::kXfail:
+      return "#558b2f";
+    case CellStatus::kUnsupported:
+      return "#757575";
+    case CellStatus::kXpass:
+      return "#ef6c00";
+    case CellStatus::kUnresolved:
+      return "#8d6e00";
+    case CellStatus::kFail:
+      return "#c62828";
+    case CellStatus::kBrokenFrames:
+      return "#ad1457";
+    case CellStatus::kNonfinite:
+      return "#6a1b9a";
+    case CellStatus::kTimeout:
+      return "#4e342e";
+    case CellStatus::kError:
+      return "#b71c1c";
+    case CellStatus::kCrash:
+      return "#212121";
   }
   return "#212121";
 }

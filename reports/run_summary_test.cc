@@ -54,8 +54,7 @@ TEST(RunSummaryTest, GridHasDeviceRowsAndPolicyColumns) {
   ASSERT_EQ(grids.size(), 1u);
   const PipelineGrid& grid = grids[0];
   EXPECT_EQ(grid.pipeline, "reference:tiny");
-  EXPECT_EQ(grid.policies,
-            (std::vector<std::string>{"fp32", "bf16", "fp16-emulated", "fp8-e5m2", "fp16"}));
+  EXPECT_EQ(grid.policies, (std::vector<std::string>{"fp32", "bf16", "fp16-emulated", "fp8-e5m2", "fp16"}));
   ASSERT_EQ(grid.rows.size(), 2u);
   EXPECT_EQ(grid.rows[0].label, "cpu");
   EXPECT_EQ(grid.rows[1].label, "cuda:0");

@@ -41,8 +41,8 @@ Range FiniteRange(const std::vector<PlotSeries>& series) {
     }
   }
   if (range.empty()) return range;
-  const double pad = range.high > range.low ? 0.08 * (range.high - range.low)
-                                            : std::max(1e-6, 0.05 * std::fabs(range.high));
+  const double pad =
+      range.high > range.low ? 0.08 * (range.high - range.low) : std::max(1e-6, 0.05 * std::fabs(range.high));
   range.low -= pad;
   range.high += pad;
   return range;
@@ -69,10 +69,9 @@ void Series(const PlotSeries& s, const Range& y, size_t points, double plot_w, d
     }
     const std::string x = Fixed(px(i)), yy = Fixed(py(v));
     const bool finite = std::isfinite(v);
-    markers +=
-        "<circle cx=\"" + x + "\" cy=\"" + yy + "\" r=\"3\" " +
-        (finite ? "fill=\"" + s.colour + "\"" : "fill=\"white\" stroke=\"" + s.colour + "\"") +
-        "><title>" + HtmlEscape(s.name) + " " + NumberText(v) + "</title></circle>";
+    markers += "<circle cx=\"" + x + "\" cy=\"" + yy + "\" r=\"3\" " +
+               (finite ? "fill=\"" + s.colour + "\"" : "fill=\"white\" stroke=\"" + s.colour + "\"") +
+               "><title>" + HtmlEscape(s.name) + " " + NumberText(v) + "</title></circle>";
     if (!finite) {
       pen_down = false;
       continue;
@@ -81,8 +80,7 @@ void Series(const PlotSeries& s, const Range& y, size_t points, double plot_w, d
     pen_down = true;
   }
   if (!path.empty()) {
-    svg << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << s.colour
-        << "\" stroke-width=\"1.5\"/>";
+    svg << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"1.5\"/>";
   }
   svg << markers;
 }
@@ -97,32 +95,30 @@ std::string SvgLineChart(const LineChart& chart) {
   std::ostringstream svg;
   svg << "<svg class=\"chart\" width=\"" << chart.width << "\" height=\"" << chart.height
       << "\" viewBox=\"0 0 " << chart.width << " " << chart.height << "\" role=\"img\">"
-      << "<text x=\"" << kLeft << "\" y=\"14\" class=\"chart-title\">" << HtmlEscape(chart.title)
-      << "</text>"
-      << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w << "\" height=\""
-      << plot_h << "\" fill=\"#fafafa\" stroke=\"#bbb\"/>";
+      << "<text x=\"" << kLeft << "\" y=\"14\" class=\"chart-title\">" << HtmlEscape(chart.title) << "</text>"
+      << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w << "\" height=\"" << plot_h
+      << "\" fill=\"#fafafa\" stroke=\"#bbb\"/>";
   const Range y = FiniteRange(chart.series);
   if (y.empty()) {
     svg << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << kTop + plot_h / 2
         << "\" text-anchor=\"middle\" class=\"chart-note\">no finite values</text>";
   } else {
-    svg << "<text x=\"" << kLeft - 4 << "\" y=\"" << kTop + 4 << "\" text-anchor=\"end\">"
-        << Tick(y.high) << "</text><text x=\"" << kLeft - 4 << "\" y=\"" << kTop + plot_h
-        << "\" text-anchor=\"end\">" << Tick(y.low) << "</text><text x=\"4\" y=\""
-        << kTop + plot_h / 2 << "\">" << HtmlEscape(chart.y_label) << "</text>";
+    svg << "<text x=\"" << kLeft - 4 << "\" y=\"" << kTop + 4 << "\" text-anchor=\"end\">" << Tick(y.high)
+        << "</text><text x=\"" << kLeft - 4 << "\" y=\"" << kTop + plot_h << "\" text-anchor=\"end\">"
+        << Tick(y.low) << "</text><text x=\"4\" y=\"" << kTop + plot_h / 2 << "\">"
+        << HtmlEscape(chart.y_label) << "</text>";
     for (const PlotSeries& s : chart.series) Series(s, y, points, plot_w, plot_h, svg);
   }
   const size_t step = std::max<size_t>(1, (chart.x_labels.size() + 7) / 8);
   for (size_t i = 0; i < chart.x_labels.size(); i += step) {
-    const double x =
-        kLeft + (points <= 1 ? plot_w / 2 : plot_w * static_cast<double>(i) / (points - 1));
-    svg << "<text x=\"" << Fixed(x) << "\" y=\"" << chart.height - 12
-        << "\" text-anchor=\"middle\">" << HtmlEscape(chart.x_labels[i]) << "</text>";
+    const double x = kLeft + (points <= 1 ? plot_w / 2 : plot_w * static_cast<double>(i) / (points - 1));
+    svg << "<text x=\"" << Fixed(x) << "\" y=\"" << chart.height - 12 << "\" text-anchor=\"middle\">"
+        << HtmlEscape(chart.x_labels[i]) << "</text>";
   }
   double legend_x = kLeft + plot_w;
   for (auto it = chart.series.rbegin(); it != chart.series.rend(); ++it) {
-    svg << "<text x=\"" << Fixed(legend_x) << "\" y=\"14\" text-anchor=\"end\" fill=\""
-        << it->colour << "\">" << HtmlEscape(it->name) << "</text>";
+    svg << "<text x=\"" << Fixed(legend_x) << "\" y=\"14\" text-anchor=\"end\" fill=\"" << it->colour << "\">"
+        << HtmlEscape(it->name) << "</text>";
     legend_x -= 8.0 * static_cast<double>(it->name.size()) + 16;
   }
   svg << "</svg>";

@@ -48,11 +48,15 @@ std::string Printable(const std::string& text) {
 const char* AnsiColour(CellStatus status) {
   switch (status) {
     case CellStatus::kPass:
-    case CellStatus::kXfail: return "\033[32m";       // green
-    case CellStatus::kUnsupported: return "\033[2m";  // dim
+    case CellStatus::kXfail:
+      return "\033[32m";  // green
+    case CellStatus::kUnsupported:
+      return "\033[2m";  // dim
     case CellStatus::kXpass:
-    case CellStatus::kUnresolved: return "\033[33m";  // yellow
-    default: return "\033[1;31m";                     // bold red
+    case CellStatus::kUnresolved:
+      return "\033[33m";  // yellow
+    default:
+      return "\033[1;31m";  // bold red
   }
 }
 
@@ -62,8 +66,7 @@ std::string StatusWord(CellStatus status, bool color) {
 }
 
 // A grid cell as (plain text, coloured text): "PASS PSNR 41.2 dB, SSIM 0.99 1.23 s".
-std::pair<std::string, std::string> GridCellText(const std::vector<const CellResult*>& results,
-                                                 bool color) {
+std::pair<std::string, std::string> GridCellText(const std::vector<const CellResult*>& results, bool color) {
   if (results.empty()) return {"-", "-"};
   std::string plain, coloured;
   for (const CellResult* r : results) {
@@ -102,12 +105,10 @@ TextTable GridTable(const PipelineGrid& grid, bool color) {
   for (size_t r = 0; r < grid.rows.size(); ++r) {
     const std::string label = Printable(grid.rows[r].label);
     table[r + 1].push_back({label, label});
-    for (const auto& column : grid.rows[r].columns)
-      table[r + 1].push_back(GridCellText(column, color));
+    for (const auto& column : grid.rows[r].columns) table[r + 1].push_back(GridCellText(column, color));
   }
   if (grid.policies.size() <= grid.rows.size()) return table;
-  TextTable transposed(table[0].size(),
-                       std::vector<std::pair<std::string, std::string>>(table.size()));
+  TextTable transposed(table[0].size(), std::vector<std::pair<std::string, std::string>>(table.size()));
   for (size_t r = 0; r < table.size(); ++r) {
     for (size_t c = 0; c < table[r].size(); ++c) transposed[c][r] = table[r][c];
   }
@@ -150,8 +151,8 @@ TerminalStyle DetectTerminalStyle(int fd) {
   const char* term = std::getenv("TERM");
   const char* ci = std::getenv("CI");
   TerminalStyle style;
-  style.color = tty && (no_color == nullptr || *no_color == '\0') &&
-                !(term != nullptr && std::string(term) == "dumb");
+  style.color =
+      tty && (no_color == nullptr || *no_color == '\0') && !(term != nullptr && std::string(term) == "dumb");
   style.live_line = tty && (ci == nullptr || *ci == '\0');
   return style;
 }
@@ -188,11 +189,7 @@ double SteadyNowSeconds() {
 
 ProgressPrinter::ProgressPrinter(std::ostream& out, int total_cells, TerminalStyle style,
                                  std::function<double()> now_seconds)
-    : out_(out),
-      total_(total_cells),
-      style_(style),
-      now_(std::move(now_seconds)),
-      started_(now_()) {}
+    : out_(out), total_(total_cells), style_(style), now_(std::move(now_seconds)), started_(now_()) {}
 
 void ProgressPrinter::CellStarted(const Cell& cell) {
   std::lock_guard<std::mutex> lock(mutex_);

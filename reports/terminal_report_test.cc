@@ -22,14 +22,12 @@ TEST(TerminalSummaryTest, GridFailuresAndReproWithoutColour) {
   EXPECT_EQ(text.find('\033'), std::string::npos);
   // 5 policies > 2 devices: the grid is transposed, one line per policy.
   EXPECT_NE(text.find("  policy         cpu"), std::string::npos) << text;
-  EXPECT_NE(text.find("  bf16           FAIL min_psnr 23.1 < 30 2.00 s"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("  bf16           FAIL min_psnr 23.1 < 30 2.00 s"), std::string::npos) << text;
   EXPECT_NE(text.find("PASS PSNR 41.50 dB, SSIM 0.9980 1.20 s"), std::string::npos) << text;
   EXPECT_NE(text.find("Failures (4):"), std::string::npos);
   EXPECT_NE(text.find("    repro: framegate check --size tiny --device cuda:0 --policy fp32"),
             std::string::npos);
-  EXPECT_EQ(text.find("repro: framegate check --size tiny --device cpu --policy fp32\n"),
-            std::string::npos)
+  EXPECT_EQ(text.find("repro: framegate check --size tiny --device cpu --policy fp32\n"), std::string::npos)
       << "a passing cell is not in the failures list";
 }
 
@@ -50,8 +48,7 @@ TEST(TerminalSummaryTest, NoEscapeSequenceFromNamesOrReasonsReachesTheTerminal) 
   std::ostringstream summary;
   WriteTerminalSummary(run, TerminalStyle{}, summary);
   EXPECT_EQ(summary.str().find('\033'), std::string::npos) << summary.str();
-  EXPECT_NE(summary.str().find("ERROR reference:tiny cpu fp?16 seed=0: bad?[2J?reason"),
-            std::string::npos)
+  EXPECT_NE(summary.str().find("ERROR reference:tiny cpu fp?16 seed=0: bad?[2J?reason"), std::string::npos)
       << summary.str();
   std::ostringstream progress_out;
   ProgressPrinter progress(progress_out, 1, TerminalStyle{}, [] { return 0.0; });
@@ -95,10 +92,8 @@ TEST(ProgressPrinterTest, LiveLineShowsDoneFailuresCurrentCellAndEta) {
   const std::string text = out.str();
   EXPECT_NE(text.find("\r\033[2K[0/4] 0 failing"), std::string::npos);
   // The failure gets a permanent line; the pass does not.
-  EXPECT_NE(
-      text.find(
-          "\r\033[2K[2/4] FAIL reference:tiny cpu bf16 seed=0: min_psnr 23.1 < 30 (2.00 s)\n"),
-      std::string::npos)
+  EXPECT_NE(text.find("\r\033[2K[2/4] FAIL reference:tiny cpu bf16 seed=0: min_psnr 23.1 < 30 (2.00 s)\n"),
+            std::string::npos)
       << text;
   EXPECT_EQ(text.find("PASS reference:tiny cpu fp32 seed=0:"), std::string::npos);
   EXPECT_EQ(text.substr(text.size() - 5), "\r\033[2K");

@@ -28,8 +28,7 @@ Status CheckCellNames(const Cell& cell) {
 
 std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir) {
   std::ostringstream cmd;
-  cmd << "framegate check "
-      << (cell.model_dir.empty() ? "--size " + cell.size : "--model " + cell.model_dir)
+  cmd << "framegate check " << (cell.model_dir.empty() ? "--size " + cell.size : "--model " + cell.model_dir)
       << " --device " << cell.device << " --policy " << cell.policy << " --seed " << cell.seed;
   if (!cell.policy_file.empty()) cmd << " --policy-file " << cell.policy_file;
   if (!cell.fault.empty()) cmd << " --fault " << cell.fault;

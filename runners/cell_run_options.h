@@ -13,14 +13,14 @@ namespace framegate {
 struct CellRunCache;  // cell_runner.h: models and goldens a worker keeps
 
 struct CellRunOptions {
-  std::string golden_dir;     // where goldens are looked up (GoldenStore)
+  std::string golden_dir;  // where goldens are looked up (GoldenStore)
   // Module range probes (headroom to overflow) on the judged run. Off by default: they
   // cost about 50% of a tiny cell (docs/benchmarks.md). NaN localisation is always on and
   // free for healthy cells: a cell whose latents or frames went non-finite is run once
   // more with every module output watched, to name the first (step, module).
   bool probes = false;
-  int warmup = 0;             // untimed runs before the judged one
-  int repeats = 1;            // timed runs; the first is the judged one (with probes)
+  int warmup = 0;   // untimed runs before the judged one
+  int repeats = 1;  // timed runs; the first is the judged one (with probes)
   // Also run the config in FP64 on the CPU: fp64_error_ratio = error(candidate, fp64) /
   // error(golden, fp64), relative L2 of the frames (PyTorch's "no worse than k times
   // FP32's own error" criterion). Needs the golden.

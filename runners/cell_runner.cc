@@ -6,14 +6,14 @@
 #include <filesystem>
 #include <sstream>
 
-#include "golden/golden_store.h"
 #include "checks/frame_health.h"
 #include "checks/frame_metrics.h"
-#include "harness/memory_info.h"
-#include "harness/npy.h"
 #include "checks/numeric_probes.h"
 #include "checks/tolerance.h"
 #include "checks/verdict.h"
+#include "golden/golden_store.h"
+#include "harness/memory_info.h"
+#include "harness/npy.h"
 #include "pipelines/model_package.h"
 
 namespace framegate {
@@ -53,7 +53,7 @@ struct GoldenLookup {
   std::string unresolved;
 };
 StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string& dir,
-                                     std::map<std::string, Golden>& loaded) {
+                                    std::map<std::string, Golden>& loaded) {
   StatusOr<GoldenKey> key = GoldenKeyOf(spec);
   if (!key.ok()) return key.status();
   const GoldenStore store(dir);
@@ -71,8 +71,8 @@ StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string&
     PipelineSpec fp32 = spec;
     fp32.policy = Fp32Policy();
     fp32.device = "cpu";
-    lookup.unresolved = "no golden " + store.PathFor(*key) +
-                        " (make it: " + GoldenMakeCommand(fp32, dir) + ")";
+    lookup.unresolved =
+        "no golden " + store.PathFor(*key) + " (make it: " + GoldenMakeCommand(fp32, dir) + ")";
   } else {
     return golden.status();
   }
@@ -130,8 +130,8 @@ StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
 StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   StatusOr<PipelineSpec> spec = SpecOfCell(cell);
   if (!spec.ok()) return spec.status();
-  StatusOr<ToleranceProfile> tolerance = FindToleranceProfile(
-      cell.tolerance.empty() ? spec->policy.ToleranceProfileName() : cell.tolerance);
+  StatusOr<ToleranceProfile> tolerance =
+      FindToleranceProfile(cell.tolerance.empty() ? spec->policy.ToleranceProfileName() : cell.tolerance);
   if (!tolerance.ok()) return tolerance.status();
   CellRunCache cell_only;
   CellRunCache& cache = options.cache != nullptr ? *options.cache : cell_only;
@@ -156,8 +156,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   const bool emulated = spec->policy.emulate_fp16;
   const auto watch = [emulated](NumericProbes& p) -> ModuleObserver {
     return [&p, emulated](const ModuleOutput& out) {
-      p.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type(),
-                out.op);
+      p.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type(), out.op);
     };
   };
   const ModuleObserver on_module = options.probes ? watch(probes) : nullptr;
@@ -200,9 +199,8 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     result.timings.decode_seconds = r.decode_seconds;
     const at::Tensor golden_frames = golden->golden ? golden->golden->frames : at::Tensor();
     if (golden->golden && golden->golden->frames.sizes() != r.frames.sizes()) {
-      return Status::Corrupt(result.golden + ": golden frames " +
-                             c10::str(golden->golden->frames.sizes()) + " but the cell made " +
-                             c10::str(r.frames.sizes()));
+      return Status::Corrupt(result.golden + ": golden frames " + c10::str(golden->golden->frames.sizes()) +
+                             " but the cell made " + c10::str(r.frames.sizes()));
     }
     result.health = AssessFrameHealth(r.decoded, r.frames, golden_frames, step_counts);
     result.first_nonfinite = probes.first_nonfinite();

@@ -14,8 +14,8 @@ namespace {
 class CellRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string((std::filesystem::temp_directory_path() /
-                            ("fg_cell_runner_" + std::to_string(::getpid()))).string());
+    dir_ = new std::string(
+        (std::filesystem::temp_directory_path() / ("fg_cell_runner_" + std::to_string(::getpid()))).string());
     PipelineSpec spec = *SpecOfCell(TinyCell("fp32"));
     ASSERT_TRUE(GoldenStore(*dir_).Make(spec, "test").ok());
   }

@@ -116,8 +116,7 @@ void PrepareProcessForCell(const Cell& cell, const CellProcessSettings& settings
 }
 
 int RunCellFile(const std::string& cell_path, const std::string& result_path,
-                const std::string& artifacts_dir, const CellProcessSettings& settings,
-                CellRunCache* cache) {
+                const std::string& artifacts_dir, const CellProcessSettings& settings, CellRunCache* cache) {
   std::ifstream in(cell_path);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   StatusOr<Cell> cell = CellFromJson(j);
@@ -160,8 +159,7 @@ int ServeCells(const CellProcessSettings& settings) {
     const std::string artifacts = request.value("artifacts", "");
     std::fflush(stdout);
     std::cerr.flush();
-    if (!RedirectTo(STDOUT_FILENO, dir + "/stdout.txt") ||
-        !RedirectTo(STDERR_FILENO, dir + "/stderr.txt")) {
+    if (!RedirectTo(STDOUT_FILENO, dir + "/stdout.txt") || !RedirectTo(STDERR_FILENO, dir + "/stderr.txt")) {
       return ReportBadInput(Status::IoError(dir + ": cannot write the cell's output files"));
     }
     const int code = RunCellFile(dir + "/cell.json", dir + "/result.json", artifacts, settings, &cache);

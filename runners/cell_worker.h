@@ -30,8 +30,7 @@ void PrepareProcessForCell(const Cell& cell, const CellProcessSettings& settings
 // atomically). Returns the process's exit code: 0, or 2 after printing a one-line error
 // for bad input.
 int RunCellFile(const std::string& cell_path, const std::string& result_path,
-                const std::string& artifacts_dir, const CellProcessSettings& settings,
-                CellRunCache* cache);
+                const std::string& artifacts_dir, const CellProcessSettings& settings, CellRunCache* cache);
 
 // The worker loop on stdin/stdout (protocol above). Returns the exit code.
 int ServeCells(const CellProcessSettings& settings);

@@ -29,9 +29,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Attempt {
-  Cell cell;              // as the matrix gave it
-  std::string policy;     // the policy this attempt runs (differs after a fallback)
-  std::string history;    // "fp16-emulated NONFINITE (...) -> " for fallbacks so far
+  Cell cell;            // as the matrix gave it
+  std::string policy;   // the policy this attempt runs (differs after a fallback)
+  std::string history;  // "fp16-emulated NONFINITE (...) -> " for fallbacks so far
 };
 
 struct Running {
@@ -65,9 +65,10 @@ std::vector<std::string> KernelPathEnvironment(const std::string& device) {
 
 // The arguments every cell process of the run gets (run-cell and run-cell --worker alike).
 std::vector<std::string> SettingsArgs(const CellProcessSettings& s) {
-  std::vector<std::string> args = {"--golden-dir", s.run.golden_dir, "--threads", std::to_string(s.threads),
-                                   "--repeats", std::to_string(s.run.repeats), "--warmup",
-                                   std::to_string(s.run.warmup)};
+  std::vector<std::string> args = {"--golden-dir", s.run.golden_dir,
+                                   "--threads",    std::to_string(s.threads),
+                                   "--repeats",    std::to_string(s.run.repeats),
+                                   "--warmup",     std::to_string(s.run.warmup)};
   if (s.deterministic) args.push_back("--deterministic");
   if (s.run.fp64_ref) args.push_back("--fp64-ref");
   if (s.run.probes) args.push_back("--probes");
@@ -77,8 +78,8 @@ std::vector<std::string> SettingsArgs(const CellProcessSettings& s) {
 // fork + execve `args` in its own process group (a timeout kills its children too),
 // dying with the runner, with stdin/stdout/stderr on the given descriptors. The
 // environment is this process's, with the kernel path of `device`.
-StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& device, int in_fd,
-                      int out_fd, int err_fd) {
+StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& device, int in_fd, int out_fd,
+                      int err_fd) {
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -92,8 +93,7 @@ StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& device, 
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_DFL);  // the runner ignores it (RunCells); exec would keep that
-    if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
-        dup2(err_fd, STDERR_FILENO) < 0) {
+    if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) {
       _exit(127);
     }
     execve(argv[0], argv.data(), envp.data());
@@ -158,8 +158,8 @@ class ProcessSlot : public CellSlot {
     if (pid_ > 0) KillAndReap(pid_);
   }
   Status Start(const std::string& dir, const std::string& artifacts) override {
-    std::vector<std::string> args = {o_.framegate_binary, "run-cell", "--cell", dir + "/cell.json",
-                                     "--result", dir + "/result.json"};
+    std::vector<std::string> args = {o_.framegate_binary, "run-cell", "--cell",
+                                     dir + "/cell.json",  "--result", dir + "/result.json"};
     for (std::string& a : SettingsArgs(o_.settings)) args.push_back(std::move(a));
     if (!artifacts.empty()) args.insert(args.end(), {"--artifacts", artifacts});
     const OutputFile out(dir + "/stdout.txt"), err(dir + "/stderr.txt");
@@ -309,23 +309,31 @@ class WorkerSlot : public CellSlot {
   const std::string scratch_;
   pid_t pid_ = -1;
   int request_fd_ = -1, reply_fd_ = -1;
-  int cells_ = 0;             // cells this worker has run
+  int cells_ = 0;  // cells this worker has run
   int workers_started_ = 0;
-  std::string reply_;         // a reply line being read
-  std::string log_;           // this worker's stderr outside cells
+  std::string reply_;  // a reply line being read
+  std::string log_;    // this worker's stderr outside cells
   Clock::time_point started_;
 };
 
 const char* SignalName(int sig) {
   switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGKILL: return "SIGKILL";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal";
   }
 }
 
@@ -370,8 +378,8 @@ StatusOr<MatrixRunSummary> RunCells(const std::vector<Cell>& cells, const CellPr
   for (const Cell& c : cells) queues[c.device].push_back({c, c.policy, ""});
   std::map<std::string, size_t> next;
   std::map<std::string, Running> running;  // by device
-  const std::string scratch = (std::filesystem::temp_directory_path() /
-                               ("framegate-run-" + std::to_string(getpid()))).string();
+  const std::string scratch =
+      (std::filesystem::temp_directory_path() / ("framegate-run-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(scratch);
   std::map<std::string, std::unique_ptr<CellSlot>> slots;  // by device
   for (const auto& [device, queue] : queues) {
@@ -462,7 +470,8 @@ StatusOr<MatrixRunSummary> RunCells(const std::vector<Cell>& cells, const CellPr
       // The store keeps the matrix's cell; the policy that produced the verdict is policy_used.
       result.cell = r.attempt.cell;
       result.policy_used = r.attempt.policy;
-      const bool broken = result.status == CellStatus::kNonfinite || result.status == CellStatus::kBrokenFrames;
+      const bool broken =
+          result.status == CellStatus::kNonfinite || result.status == CellStatus::kBrokenFrames;
       StatusOr<DtypePolicy> policy = FindPolicyIn(r.attempt.policy, r.attempt.cell.policy_file);
       if (o.fallback && broken && policy.ok() && !policy->fallback.empty()) {
         Attempt retry = r.attempt;
@@ -473,7 +482,8 @@ StatusOr<MatrixRunSummary> RunCells(const std::vector<Cell>& cells, const CellPr
       } else {
         if (!r.attempt.history.empty()) {
           result.reason = "fallback: " + r.attempt.history + r.attempt.policy + " " +
-                          StatusName(result.status) + (result.reason.empty() ? "" : " (" + result.reason + ")");
+                          StatusName(result.status) +
+                          (result.reason.empty() ? "" : " (" + result.reason + ")");
         }
         result.repro = CheckCommandFor(ran, o.settings.run.golden_dir);
         ++summary.finished;

@@ -36,10 +36,10 @@ struct CellProcessOptions {
   // go to <artifacts_dir>/<cell id>/ ("" none).
   CellProcessSettings settings;
   double timeout_seconds = 600;  // per cell attempt, wall clock
-  bool fallback = false;  // NONFINITE/BROKEN_FRAMES: retry with the policy's fallback
+  bool fallback = false;         // NONFINITE/BROKEN_FRAMES: retry with the policy's fallback
   CellIsolation isolation = CellIsolation::kWorker;
-  int worker_max_cells = 100;                  // 0: no limit
-  int64_t worker_max_rss_bytes = 8LL << 30;    // 0: no limit
+  int worker_max_cells = 100;                // 0: no limit
+  int64_t worker_max_rss_bytes = 8LL << 30;  // 0: no limit
 };
 
 // Called for every cell as it finishes (from the runner's thread). A non-ok Status stops

@@ -25,8 +25,8 @@
 namespace framegate {
 
 struct AdviseOptions {
-  CellRunOptions run;   // golden_dir, threads of the judged runs
-  int max_runs = 12;    // runs of the cell in all, the first observed one included
+  CellRunOptions run;    // golden_dir, threads of the judged runs
+  int max_runs = 12;     // runs of the cell in all, the first observed one included
   std::string work_dir;  // where the candidate policy file is written (must exist)
   // Called after each run, for progress.
   std::function<void(const AdviceRun&)> on_run;

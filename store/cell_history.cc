@@ -9,12 +9,10 @@
 namespace framegate {
 namespace {
 
-const char* const kFilterKeys[] = {"cell_id", "pipeline", "size", "device", "policy",
+const char* const kFilterKeys[] = {"cell_id", "pipeline", "size",    "device", "policy",
                                    "seed",    "fault",    "sampler", "steps"};
 
-nlohmann::json Number(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
+nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 std::string Formatted(double v, const char* format) {
   if (std::isnan(v)) return "-";
@@ -33,8 +31,7 @@ StatusOr<std::vector<std::string>> MatchCellIds(ResultStore& store, const std::s
   for (std::string term; std::getline(terms, term, ',');) {
     const size_t eq = term.find('=');
     if (eq == std::string::npos) {
-      return Status::InvalidInput("--filter '" + filter + "': term '" + term +
-                                  "' is not KEY=VALUE");
+      return Status::InvalidInput("--filter '" + filter + "': term '" + term + "' is not KEY=VALUE");
     }
     const std::string key = term.substr(0, eq);
     bool known = false;
@@ -48,8 +45,8 @@ StatusOr<std::vector<std::string>> MatchCellIds(ResultStore& store, const std::s
     values.push_back(term.substr(eq + 1));
   }
   if (values.empty()) return Status::InvalidInput("--filter is empty");
-  StatusOr<SqliteStatement> stmt = store.db().Prepare("SELECT cell_id FROM cell_specs" + where +
-                                                      " ORDER BY cell_id LIMIT ?");
+  StatusOr<SqliteStatement> stmt =
+      store.db().Prepare("SELECT cell_id FROM cell_specs" + where + " ORDER BY cell_id LIMIT ?");
   if (!stmt.ok()) return stmt.status();
   SqliteBinder bind(*stmt);
   for (const std::string& v : values) bind << v;
@@ -89,9 +86,9 @@ std::string FormatHistory(const std::string& cell_id, const std::vector<HistoryP
   out << cell_id << "  " << (points.empty() ? "" : points.back().result.cell.Label()) << "  ("
       << points.size() << " run" << (points.size() == 1 ? "" : "s") << ")\n";
   char line[320];
-  std::snprintf(line, sizeof(line), "  %-20s %-26s %-12s %-22s %-13s %9s %9s %10s %10s %s\n",
-                "started_at", "run_id", "git_sha", "device", "status", "min_psnr", "mean_ssim",
-                "rel_l2", "latency_s", "repeats");
+  std::snprintf(line, sizeof(line), "  %-20s %-26s %-12s %-22s %-13s %9s %9s %10s %10s %s\n", "started_at",
+                "run_id", "git_sha", "device", "status", "min_psnr", "mean_ssim", "rel_l2", "latency_s",
+                "repeats");
   out << line;
   for (const HistoryPoint& p : points) {
     const std::optional<ComparisonMetrics>& m = p.result.metrics;
@@ -100,12 +97,10 @@ std::string FormatHistory(const std::string& cell_id, const std::vector<HistoryP
     std::snprintf(line, sizeof(line), "  %-20s %-26s %-12s %-22s %-13s %9s %9s %10s %10s %zu\n",
                   p.started_at.c_str(), p.run_id.c_str(), p.git_sha.substr(0, 12).c_str(),
                   (p.device_name.empty() ? p.result.cell.device : p.device_name).substr(0, 22).c_str(),
-                  StatusName(p.result.status),
-                  std::isinf(psnr) ? "inf" : Formatted(psnr, "%.3f").c_str(),
+                  StatusName(p.result.status), std::isinf(psnr) ? "inf" : Formatted(psnr, "%.3f").c_str(),
                   Formatted(m ? m->video.mean_ssim : nan, "%.5f").c_str(),
                   Formatted(m ? m->video.rel_l2 : nan, "%.3g").c_str(),
-                  Formatted(p.latency_median_s, "%.4f").c_str(),
-                  p.result.timings.generation_seconds.size());
+                  Formatted(p.latency_median_s, "%.4f").c_str(), p.result.timings.generation_seconds.size());
     out << line;
   }
   return out.str();

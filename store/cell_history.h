@@ -17,8 +17,7 @@ namespace framegate {
 // pipeline, size, device, policy, seed, fault, sampler, steps. Example:
 // "policy=fp16*,device=cuda:*". At most `max_cells`, ordered by cell id. InvalidInput
 // naming the term for an unknown key or a term without '='.
-StatusOr<std::vector<std::string>> MatchCellIds(ResultStore& store, const std::string& filter,
-                                                int max_cells);
+StatusOr<std::vector<std::string>> MatchCellIds(ResultStore& store, const std::string& filter, int max_cells);
 
 nlohmann::json HistoryToJson(const std::string& cell_id, const std::vector<HistoryPoint>& points);
 // A header line naming the cell, then one line per run: date, run, git sha, device model,

@@ -91,8 +91,7 @@ Status Prepared(SqliteDb& db, const char* sql, std::optional<SqliteStatement>* o
 
 }  // namespace
 
-Status ReadCellColumns(const SqliteStatement& row, int first, const std::string& db_path,
-                       CellResult* r) {
+Status ReadCellColumns(const SqliteStatement& row, int first, const std::string& db_path, CellResult* r) {
   int i = first + 3;  // after id, cell_id, latency_median_s
   Cell& c = r->cell;
   c.size = row.Text(i++);
@@ -112,8 +111,8 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
   const std::string status = row.Text(i++);
   std::optional<CellStatus> parsed = ParseStatus(status);
   if (!parsed) {
-    return Status::Corrupt(db_path + ": cell " + row.Text(first + 1) + " has status '" +
-                           status + "', unknown to this framegate");
+    return Status::Corrupt(db_path + ": cell " + row.Text(first + 1) + " has status '" + status +
+                           "', unknown to this framegate");
   }
   r->status = *parsed;
   r->reason = row.Text(i++);
@@ -147,8 +146,7 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
   return Status::Ok();
 }
 
-void ReadMetricColumns(const SqliteStatement& row, int first,
-                       std::optional<ComparisonMetrics>* metrics) {
+void ReadMetricColumns(const SqliteStatement& row, int first, std::optional<ComparisonMetrics>* metrics) {
   if (row.IsNull(first)) {
     metrics->reset();
     return;
@@ -198,17 +196,15 @@ StatusOr<std::unique_ptr<CellRowWriter>> CellRowWriter::Prepare(SqliteDb& db) {
                               "device, policy, seed, fault, sampler, steps, guidance) VALUES "
                               "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                               &w->insert_spec_));
-  FG_RETURN_IF_ERROR(
-      Prepared(db, "DELETE FROM cells WHERE run_id = ? AND cell_id = ?", &w->delete_cell_));
+  FG_RETURN_IF_ERROR(Prepared(db, "DELETE FROM cells WHERE run_id = ? AND cell_id = ?", &w->delete_cell_));
   FG_RETURN_IF_ERROR(Prepared(db, kInsertCell, &w->insert_cell_));
   FG_RETURN_IF_ERROR(Prepared(db,
                               "INSERT INTO metrics (cell_row, min_psnr, mean_ssim, min_ssim, "
                               "max_abs, rel_l2, temporal_rel_l2, latent_cosine, has_fp64_ref, "
                               "fp64_error_ratio) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                               &w->insert_metrics_));
-  FG_RETURN_IF_ERROR(Prepared(
-      db, "INSERT INTO samples (cell_row, kind, idx, value) VALUES (?, ?, ?, ?)",
-      &w->insert_sample_));
+  FG_RETURN_IF_ERROR(Prepared(db, "INSERT INTO samples (cell_row, kind, idx, value) VALUES (?, ?, ?, ?)",
+                              &w->insert_sample_));
   FG_RETURN_IF_ERROR(Prepared(db,
                               "INSERT INTO probes (cell_row, idx, module, dtype, absmax, "
                               "overflow_fraction, underflow_fraction, headroom_bits, sqnr_db) "
@@ -230,21 +226,17 @@ StatusOr<int64_t> CellRowWriter::Write(const std::string& run_id, const CellResu
 
   SqliteStatement& row = *insert_cell_;
   SqliteBinder bind(row);
-  bind << run_id << cell_id << c.model_dir << c.tolerance << c.xfail
-       << nlohmann::json(c.requirements).dump() << c.policy_file
-       << (r.policy_used.empty() ? c.policy : r.policy_used)
-       << std::string(StatusName(r.status)) << r.reason << r.error_class << r.error_module
-       << r.error_op << r.golden << r.artifacts_dir << r.repro << r.observed
-       << Median(r.timings.generation_seconds);
+  bind << run_id << cell_id << c.model_dir << c.tolerance << c.xfail << nlohmann::json(c.requirements).dump()
+       << c.policy_file << (r.policy_used.empty() ? c.policy : r.policy_used)
+       << std::string(StatusName(r.status)) << r.reason << r.error_class << r.error_module << r.error_op
+       << r.golden << r.artifacts_dir << r.repro << r.observed << Median(r.timings.generation_seconds);
   const FrameHealth& h = r.health;
   bind << h.first_nonfinite_step << h.decoded.nan << h.decoded.inf << JoinDefects(h.frames)
        << std::string(FrameDefectName(h.defect)) << h.defect_frames;
   const FirstNonfinite& f = r.first_nonfinite;
-  bind << static_cast<int>(f.found) << f.step << f.module << f.op << f.count.nan
-       << f.count.inf;
+  bind << static_cast<int>(f.found) << f.step << f.module << f.op << f.count.nan << f.count.inf;
   const CellTimings& t = r.timings;
-  bind << t.warmup << t.load_seconds << t.decode_seconds << t.peak_rss_bytes
-       << t.peak_device_bytes;
+  bind << t.warmup << t.load_seconds << t.decode_seconds << t.peak_rss_bytes << t.peak_device_bytes;
   FG_RETURN_IF_ERROR(row.Run());
   const int64_t cell_row = db_->LastInsertRowId();
 
@@ -282,9 +274,9 @@ Status CellRowWriter::WriteAdvice(int64_t cell_row, const Advice& a) {
     return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   };
   SqliteBinder bind(*insert_advice_);
-  bind << cell_row << std::string(StatusName(a.status_before))
-       << std::string(StatusName(a.status_after)) << text(j.at("islands")) << a.policy_name
-       << a.policy_toml << a.fp32_weight_fraction << text(j.at("runs"));
+  bind << cell_row << std::string(StatusName(a.status_before)) << std::string(StatusName(a.status_after))
+       << text(j.at("islands")) << a.policy_name << a.policy_toml << a.fp32_weight_fraction
+       << text(j.at("runs"));
   return insert_advice_->Run();
 }
 
@@ -310,8 +302,8 @@ Status CellRowWriter::WriteSamples(int64_t cell_row, const CellResult& r) {
   }
   const std::vector<NonfiniteCount>& steps = r.health.step_latents;
   for (size_t k = 0; k < steps.size(); ++k) {
-    for (const auto& [kind, count] : {std::pair(sample_kind::kStepNan, steps[k].nan),
-                                      std::pair(sample_kind::kStepInf, steps[k].inf)}) {
+    for (const auto& [kind, count] :
+         {std::pair(sample_kind::kStepNan, steps[k].nan), std::pair(sample_kind::kStepInf, steps[k].inf)}) {
       s.Bind(1, cell_row).BindStatic(2, kind).Bind(3, static_cast<int64_t>(k));
       FG_RETURN_IF_ERROR(s.Bind(4, count).Run());
     }
@@ -322,8 +314,7 @@ Status CellRowWriter::WriteSamples(int64_t cell_row, const CellResult& r) {
 StatusOr<std::unique_ptr<CellChildReader>> CellChildReader::Prepare(SqliteDb& db) {
   std::unique_ptr<CellChildReader> r(new CellChildReader());
   FG_RETURN_IF_ERROR(Prepared(
-      db, "SELECT kind, idx, value FROM samples WHERE cell_row = ? ORDER BY kind, idx",
-      &r->samples_));
+      db, "SELECT kind, idx, value FROM samples WHERE cell_row = ? ORDER BY kind, idx", &r->samples_));
   FG_RETURN_IF_ERROR(Prepared(db,
                               "SELECT module, dtype, absmax, overflow_fraction, "
                               "underflow_fraction, headroom_bits, sqnr_db FROM probes WHERE "
@@ -369,8 +360,7 @@ Status CellChildReader::ReadProbes(int64_t cell_row, CellResult* r) {
     StatusOr<bool> more = p.Step();
     if (!more.ok()) return more.status();
     if (!*more) break;
-    r->probes.push_back(
-        {p.Text(0), p.Text(1), p.Real(2), p.Real(3), p.Real(4), p.Real(5), p.Real(6)});
+    r->probes.push_back({p.Text(0), p.Text(1), p.Real(2), p.Real(3), p.Real(4), p.Real(5), p.Real(6)});
   }
   p.Reset();
   return Status::Ok();

@@ -24,12 +24,10 @@ constexpr int kAdviceSelectColumnCount = 8;
 
 // Fills result->cell and every scalar field kept in cells from columns first..; Corrupt
 // (naming the file and the cell) for a status name this framegate does not know.
-Status ReadCellColumns(const SqliteStatement& row, int first, const std::string& db_path,
-                       CellResult* result);
+Status ReadCellColumns(const SqliteStatement& row, int first, const std::string& db_path, CellResult* result);
 // Sets *metrics from the metric columns first.. (nullopt when the row had none); frames
 // are left empty (they are samples).
-void ReadMetricColumns(const SqliteStatement& row, int first,
-                       std::optional<ComparisonMetrics>* metrics);
+void ReadMetricColumns(const SqliteStatement& row, int first, std::optional<ComparisonMetrics>* metrics);
 // Sets result->advice from the advice columns first.. (reset when the row had none);
 // Corrupt (naming the file and the cell) for islands or runs that are not the advice JSON.
 // Precondition: result->cell is read (the message names it).
@@ -48,8 +46,8 @@ class CellRowWriter {
   CellRowWriter() = default;
   Status WriteSamples(int64_t cell_row, const CellResult& result);
   Status WriteAdvice(int64_t cell_row, const Advice& advice);
-  std::optional<SqliteStatement> insert_spec_, delete_cell_, insert_cell_, insert_metrics_,
-      insert_sample_, insert_probe_, insert_advice_;
+  std::optional<SqliteStatement> insert_spec_, delete_cell_, insert_cell_, insert_metrics_, insert_sample_,
+      insert_probe_, insert_advice_;
   SqliteDb* db_ = nullptr;
 };
 

@@ -8,9 +8,7 @@
 namespace framegate {
 namespace {
 
-nlohmann::json Number(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
+nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 std::string Format(const char* format, double a, double b = 0, double c = 0, double d = 0) {
   char text[160];
@@ -19,8 +17,7 @@ std::string Format(const char* format, double a, double b = 0, double c = 0, dou
 }
 
 std::string RunLine(const RunInfo& run) {
-  return run.run_id + " (" + run.started_at + ", " +
-         (run.git_sha.empty() ? "no git sha" : run.git_sha) + ")";
+  return run.run_id + " (" + run.started_at + ", " + (run.git_sha.empty() ? "no git sha" : run.git_sha) + ")";
 }
 
 std::string ChangeDetail(const CellChange& c) {
@@ -31,14 +28,14 @@ std::string ChangeDetail(const CellChange& c) {
       return c.status_a + " -> " + c.status_b + (c.reason_b.empty() ? "" : "  " + c.reason_b);
     case ChangeKind::kAccuracyWorse:
     case ChangeKind::kAccuracyBetter:
-      return c.metric + " " + Format("%.6g -> %.6g (%+.3g, noise band %.3g)", c.value_a,
-                                     c.value_b, c.value_b - c.value_a, c.band);
+      return c.metric + " " +
+             Format("%.6g -> %.6g (%+.3g, noise band %.3g)", c.value_a, c.value_b, c.value_b - c.value_a,
+                    c.band);
     case ChangeKind::kSlower:
     case ChangeKind::kFaster:
-      return Format("median %.4g s -> %.4g s (%+.1f%%, Mann-Whitney p=%.3g", c.value_a,
-                    c.value_b, 100 * (c.value_b / c.value_a - 1), c.p_value) +
-             ", " + std::to_string(c.repeats_a) + " vs " + std::to_string(c.repeats_b) +
-             " repeats)";
+      return Format("median %.4g s -> %.4g s (%+.1f%%, Mann-Whitney p=%.3g", c.value_a, c.value_b,
+                    100 * (c.value_b / c.value_a - 1), c.p_value) +
+             ", " + std::to_string(c.repeats_a) + " vs " + std::to_string(c.repeats_b) + " repeats)";
     case ChangeKind::kOnlyInA:
     case ChangeKind::kOnlyInB:
       return c.status_b;
@@ -51,12 +48,9 @@ std::string ChangeDetail(const CellChange& c) {
 nlohmann::json ComparisonToJson(const RunComparison& comparison) {
   nlohmann::json changes = nlohmann::json::array();
   for (const CellChange& c : comparison.changes) {
-    nlohmann::json j = {{"kind", ChangeKindName(c.kind)},
-                        {"regression", IsRegression(c.kind)},
-                        {"cell_id", c.cell_id},
-                        {"label", c.label},
-                        {"status_a", c.status_a},
-                        {"status_b", c.status_b}};
+    nlohmann::json j = {{"kind", ChangeKindName(c.kind)}, {"regression", IsRegression(c.kind)},
+                        {"cell_id", c.cell_id},           {"label", c.label},
+                        {"status_a", c.status_a},         {"status_b", c.status_b}};
     if (!c.metric.empty()) {
       j["metric"] = c.metric;
       j["value_a"] = Number(c.value_a);
@@ -84,25 +78,22 @@ std::string FormatComparison(const RunComparison& comparison) {
   std::ostringstream out;
   out << "compare " << RunLine(comparison.a) << " -> " << RunLine(comparison.b) << ": "
       << comparison.cells_compared << " cells in both\n";
-  const ChangeKind order[] = {ChangeKind::kNewlyFailing, ChangeKind::kAccuracyWorse,
-                              ChangeKind::kSlower,       ChangeKind::kStatusChanged,
-                              ChangeKind::kNewlyPassing, ChangeKind::kAccuracyBetter,
-                              ChangeKind::kFaster,       ChangeKind::kOnlyInA,
-                              ChangeKind::kOnlyInB};
+  const ChangeKind order[] = {
+      ChangeKind::kNewlyFailing,  ChangeKind::kAccuracyWorse, ChangeKind::kSlower,
+      ChangeKind::kStatusChanged, ChangeKind::kNewlyPassing,  ChangeKind::kAccuracyBetter,
+      ChangeKind::kFaster,        ChangeKind::kOnlyInA,       ChangeKind::kOnlyInB};
   for (ChangeKind kind : order) {
     int count = 0;
     for (const CellChange& c : comparison.changes) count += c.kind == kind;
     if (count == 0) continue;
-    out << ChangeKindName(kind) << " (" << count << ")"
-        << (IsRegression(kind) ? " REGRESSION" : "") << ":\n";
+    out << ChangeKindName(kind) << " (" << count << ")" << (IsRegression(kind) ? " REGRESSION" : "") << ":\n";
     for (const CellChange& c : comparison.changes) {
       if (c.kind == kind) out << "  " << c.cell_id << "  " << c.label << "  " << ChangeDetail(c) << "\n";
     }
   }
   const int regressions = comparison.regressions();
   if (regressions > 0) {
-    out << "verdict: REGRESSION (" << regressions << " change"
-        << (regressions == 1 ? "" : "s") << ")\n";
+    out << "verdict: REGRESSION (" << regressions << " change" << (regressions == 1 ? "" : "s") << ")\n";
   } else {
     out << "verdict: no regression\n";
   }

@@ -30,8 +30,8 @@ StatusOr<DbCheckReport> CheckDatabase(const std::string& path) {
   if (!version.ok()) return version.status();
   if (*version > kStoreSchemaVersion) {
     return Status::Unsupported(path + ": schema version " + std::to_string(*version) +
-                               " is newer than this framegate's (" +
-                               std::to_string(kStoreSchemaVersion) + ")");
+                               " is newer than this framegate's (" + std::to_string(kStoreSchemaVersion) +
+                               ")");
   }
   report.schema_version = *version;
   StatusOr<std::vector<std::string>> problems = IntegrityProblems(**db);

@@ -14,7 +14,7 @@ namespace framegate {
 
 struct DbCheckReport {
   std::string path;
-  int schema_version = 0;   // may be older than kStoreSchemaVersion (migrated on next write)
+  int schema_version = 0;    // may be older than kStoreSchemaVersion (migrated on next write)
   std::string journal_mode;  // "wal" for a file the store has opened
   std::vector<std::pair<std::string, int64_t>> table_rows;  // table name, rows; by name
 };

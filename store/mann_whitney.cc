@@ -62,9 +62,8 @@ MannWhitneyResult MannWhitneyU(const std::vector<double>& x, const std::vector<d
   const double u_max = std::max(result.u, nx * ny - result.u);
   if (n1 <= 8 && n2 <= 8 && tie_term == 0) {
     result.exact = true;
-    result.p_value = std::min(
-        1.0, 2 * ExactUpperTail(static_cast<int>(n1), static_cast<int>(n2),
-                                static_cast<int>(std::lround(u_max))));
+    result.p_value = std::min(1.0, 2 * ExactUpperTail(static_cast<int>(n1), static_cast<int>(n2),
+                                                      static_cast<int>(std::lround(u_max))));
     return result;
   }
   const double nn = nx + ny;

@@ -43,8 +43,8 @@ struct Specs {
 };
 
 // Sets *family to "reference:tiny cuda fp16 seed=3" (the device index dropped).
-void SetFamily(std::string_view pipeline, std::string_view device, std::string_view policy,
-               int64_t seed, std::string_view fault, std::string* family) {
+void SetFamily(std::string_view pipeline, std::string_view device, std::string_view policy, int64_t seed,
+               std::string_view fault, std::string* family) {
   family->assign(pipeline).append(" ").append(device.substr(0, device.find(':')));
   family->append(" ").append(policy).append(" seed=").append(std::to_string(seed));
   if (!fault.empty()) family->append(" fault=").append(fault);
@@ -60,8 +60,7 @@ Status LoadSpecs(SqliteDb& db, Specs* specs) {
     if (!row.ok()) return row.status();
     if (!*row) return Status::Ok();
     device.assign(stmt->TextView(2));
-    SetFamily(stmt->TextView(1), device, stmt->TextView(3), stmt->Int(4), stmt->TextView(5),
-              &family);
+    SetFamily(stmt->TextView(1), device, stmt->TextView(3), stmt->Int(4), stmt->TextView(5), &family);
     SpecFacts facts{stmt->Text(0), specs->families.Index(family), specs->devices.Index(device)};
     specs->index.emplace(facts.cell_id, static_cast<int>(specs->facts.size()));
     specs->facts.push_back(std::move(facts));
@@ -99,8 +98,8 @@ Status LoadRuns(SqliteDb& db, const std::string& since, const BaselineChoice& ba
 
 // For one run: the model index of each interned device (its devices' names, or the device
 // string itself when the run did not record the device).
-Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs& specs,
-                  Interned* models, std::vector<int>* by_device) {
+Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs& specs, Interned* models,
+                  std::vector<int>* by_device) {
   std::map<std::string, std::string> names;
   stmt.Bind(1, run_id);
   for (;;) {
@@ -113,8 +112,7 @@ Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs&
   by_device->clear();
   for (const std::string& device : specs.devices.names()) {
     auto found = names.find(device);
-    const std::string model =
-        found != names.end() && !found->second.empty() ? found->second : device;
+    const std::string model = found != names.end() && !found->second.empty() ? found->second : device;
     by_device->push_back(models->Index(model));
   }
   return Status::Ok();
@@ -130,8 +128,8 @@ struct RawPoint {
 // scan per run; rows without a spec (not written by this store) are dropped. Per row,
 // without hashing in the common case: the cell at position i of a run is usually the
 // cell at position i of the previous run (rows come in cell id order).
-Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t begin,
-                     size_t end, const Specs& specs, std::vector<std::vector<RawPoint>>* out) {
+Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t begin, size_t end,
+                     const Specs& specs, std::vector<std::vector<RawPoint>>* out) {
   StatusOr<SqliteStatement> points = db.Prepare(
       "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2 "
       "FROM series_points WHERE run_id = ?");
@@ -155,8 +153,7 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
       Slot& slot = slots[position];
       const bool cacheable = cell_id.size() == slot.id.size();
       int spec;
-      if (cacheable && slot.spec != -2 &&
-          std::memcmp(slot.id.data(), cell_id.data(), slot.id.size()) == 0) {
+      if (cacheable && slot.spec != -2 && std::memcmp(slot.id.data(), cell_id.data(), slot.id.size()) == 0) {
         spec = slot.spec;
       } else {
         auto found = specs.index.find(std::string(cell_id));
@@ -227,20 +224,17 @@ StatusOr<std::string> NewestRunStart(SqliteDb& db) {
   return stmt->Text(0);
 }
 
-StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
-                                const BaselineChoice& baseline) {
+StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const BaselineChoice& baseline) {
   SeriesData data;
   FG_RETURN_IF_ERROR(LoadRuns(db, since, baseline, &data.runs));
   Specs specs;
   FG_RETURN_IF_ERROR(LoadSpecs(db, &specs));
-  StatusOr<SqliteStatement> devices =
-      db.Prepare("SELECT device, name FROM devices WHERE run_id = ?");
+  StatusOr<SqliteStatement> devices = db.Prepare("SELECT device, name FROM devices WHERE run_id = ?");
   if (!devices.ok()) return devices.status();
   Interned models;
   std::vector<std::vector<int>> run_models(data.runs.size());  // [run][device] -> model
   for (size_t r = 0; r < data.runs.size(); ++r) {
-    FG_RETURN_IF_ERROR(
-        LoadModels(*devices, data.runs[r].run_id, specs, &models, &run_models[r]));
+    FG_RETURN_IF_ERROR(LoadModels(*devices, data.runs[r].run_id, specs, &models, &run_models[r]));
   }
   // The runs' points: the older half through this connection and, at the same time, the
   // newer half through a second read-only one when the store is a file (both cores). The
@@ -249,8 +243,7 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
   const size_t n = data.runs.size();
   std::unique_ptr<SqliteDb> second;
   if (!db.in_memory() && n >= 2) {
-    StatusOr<std::unique_ptr<SqliteDb>> opened =
-        SqliteDb::Open(db.path(), SqliteDb::Mode::kReadOnly);
+    StatusOr<std::unique_ptr<SqliteDb>> opened = SqliteDb::Open(db.path(), SqliteDb::Mode::kReadOnly);
     if (opened.ok()) second = std::move(*opened);  // else: one connection does it all
   }
   const size_t split = second ? n / 2 : n;
@@ -258,8 +251,8 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
   std::thread worker;
   if (second) {
     worker = std::thread([&] {
-      newer_half = second->ReadTransaction(
-          [&] { return ReadRunPoints(*second, data.runs, split, n, specs, &raw); });
+      newer_half =
+          second->ReadTransaction([&] { return ReadRunPoints(*second, data.runs, split, n, specs, &raw); });
     });
   }
   const Status older_half = ReadRunPoints(db, data.runs, 0, split, specs, &raw);
@@ -275,8 +268,7 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
   for (size_t run = 0; run < n; ++run) {
     for (const RawPoint& p : raw[run]) {
       const SpecFacts& facts = specs.facts[static_cast<size_t>(p.spec)];
-      const size_t model =
-          static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
+      const size_t model = static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
       int& series = series_at[static_cast<size_t>(p.spec) * model_count + model];
       if (series < 0) {
         series = static_cast<int>(data.series.size());

@@ -31,7 +31,7 @@ struct SeriesPoint {
 
 struct Series {
   std::string cell_id;
-  int model = 0, family = 0;  // indices into SeriesData::models / families
+  int model = 0, family = 0;        // indices into SeriesData::models / families
   std::vector<SeriesPoint> points;  // oldest first
 };
 
@@ -60,7 +60,6 @@ StatusOr<BaselineChoice> ResolveBaseline(SqliteDb& db, const std::string& baseli
 StatusOr<std::string> NewestRunStart(SqliteDb& db);
 // Loads runs started at or after `since`, plus the baseline run (or the runs carrying the
 // baseline tag), and their points.
-StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since,
-                                const BaselineChoice& baseline);
+StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const BaselineChoice& baseline);
 
 }  // namespace framegate

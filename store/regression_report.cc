@@ -8,9 +8,7 @@
 namespace framegate {
 namespace {
 
-nlohmann::json Number(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
+nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 std::string Join(const std::vector<std::string>& items) {
   std::string text;
@@ -31,8 +29,7 @@ std::string Where(const RegressionFinding& f) {
 std::string Change(double before, double after) {
   char text[96];
   if (before != 0) {
-    std::snprintf(text, sizeof(text), "%.6g -> %.6g (%+.1f%%)", before, after,
-                  100 * (after / before - 1));
+    std::snprintf(text, sizeof(text), "%.6g -> %.6g (%+.1f%%)", before, after, 100 * (after / before - 1));
   } else {
     std::snprintf(text, sizeof(text), "%.6g -> %.6g", before, after);
   }
@@ -50,11 +47,10 @@ std::string Detail(const RegressionFinding& f) {
   if (f.kind == "worse") return Change(f.baseline, f.current) + ", " + streak;
   std::string steps;
   for (const StepChange& s : f.steps) {
-    steps += (steps.empty() ? "" : ", ") + Change(s.before, s.after) + " at " + s.run_id + " (" +
-             s.git_sha + ")";
+    steps +=
+        (steps.empty() ? "" : ", ") + Change(s.before, s.after) + " at " + s.run_id + " (" + s.git_sha + ")";
   }
-  return Change(f.baseline, f.current) + " in " + std::to_string(f.steps.size()) +
-         " steps: " + steps;
+  return Change(f.baseline, f.current) + " in " + std::to_string(f.steps.size()) + " steps: " + steps;
 }
 
 }  // namespace
@@ -95,33 +91,31 @@ nlohmann::json RegressionsToJson(const RegressionReport& report) {
                      {"statuses", c.statuses},
                      {"flips", c.flips}});
   }
-  return {{"since", report.since},     {"baseline", report.baseline},
-          {"runs", report.runs},       {"series", report.series},
-          {"regressions", report.regressions()}, {"findings", findings},
+  return {{"since", report.since},   {"baseline", report.baseline},         {"runs", report.runs},
+          {"series", report.series}, {"regressions", report.regressions()}, {"findings", findings},
           {"flaky", flaky}};
 }
 
 std::string FormatRegressions(const RegressionReport& report) {
   std::ostringstream out;
-  out << "regressions since " << report.since << " (baseline " << report.baseline << "): "
-      << report.runs << " runs, " << report.series << " series (cell x device model)\n";
+  out << "regressions since " << report.since << " (baseline " << report.baseline << "): " << report.runs
+      << " runs, " << report.series << " series (cell x device model)\n";
   for (const RegressionFinding& f : report.findings) {
-    out << (f.pending ? "pending     " : "REGRESSION  ") << f.kind << "  " << f.track << "  "
-        << f.family << "  " << Where(f) << ", " << f.devices << " device series: " << Detail(f)
-        << "\n";
+    out << (f.pending ? "pending     " : "REGRESSION  ") << f.kind << "  " << f.track << "  " << f.family
+        << "  " << Where(f) << ", " << f.devices << " device series: " << Detail(f) << "\n";
   }
   if (!report.flaky.empty()) {
     out << "flaky (status flips without a code change; not counted):\n";
     for (const FlakyCell& c : report.flaky) {
-      out << "  " << c.family << "  " << c.cell_id << "  on " << c.model << ": " << c.statuses
-          << " (" << c.flips << " flips)\n";
+      out << "  " << c.family << "  " << c.cell_id << "  on " << c.model << ": " << c.statuses << " ("
+          << c.flips << " flips)\n";
     }
   }
   const int regressions = report.regressions();
   const size_t pending = report.findings.size() - static_cast<size_t>(regressions);
-  out << "verdict: " << (regressions > 0 ? "REGRESSION" : "no regression") << " ("
-      << regressions << " regression" << (regressions == 1 ? "" : "s") << ", " << pending
-      << " pending, " << report.flaky.size() << " flaky)\n";
+  out << "verdict: " << (regressions > 0 ? "REGRESSION" : "no regression") << " (" << regressions
+      << " regression" << (regressions == 1 ? "" : "s") << ", " << pending << " pending, "
+      << report.flaky.size() << " flaky)\n";
   return out.str();
 }
 

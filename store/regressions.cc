@@ -37,8 +37,7 @@ struct Flag {
 
 class SeriesJudge {
  public:
-  SeriesJudge(const SeriesData& data, const BaselineChoice& baseline,
-              const RegressionOptions& options)
+  SeriesJudge(const SeriesData& data, const BaselineChoice& baseline, const RegressionOptions& options)
       : data_(data), baseline_(baseline), options_(options) {}
 
   // Appends the series' flags; returns its FlakyCell when it is flaky (then nothing else).
@@ -68,15 +67,9 @@ class SeriesJudge {
     if (baseline_.kind == BaselineChoice::Kind::kRun) return run.run_id == baseline_.name;
     return baseline_.kind == BaselineChoice::Kind::kTag && run.tagged;
   }
-  const std::string& Model(const Series& s) const {
-    return data_.models[static_cast<size_t>(s.model)];
-  }
-  const std::string& Family(const Series& s) const {
-    return data_.families[static_cast<size_t>(s.family)];
-  }
-  const SeriesRun& RunOf(const SeriesPoint* p) const {
-    return data_.runs[static_cast<size_t>(p->run)];
-  }
+  const std::string& Model(const Series& s) const { return data_.models[static_cast<size_t>(s.model)]; }
+  const std::string& Family(const Series& s) const { return data_.families[static_cast<size_t>(s.family)]; }
+  const SeriesRun& RunOf(const SeriesPoint* p) const { return data_.runs[static_cast<size_t>(p->run)]; }
   // The window points after the baseline point (all of them for last-good).
   std::vector<const SeriesPoint*> AfterBaseline(const std::vector<const SeriesPoint*>& window,
                                                 const SeriesPoint* base) const {
@@ -108,8 +101,8 @@ class SeriesJudge {
     return f;
   }
 
-  Flag MakeFlag(const Series& s, const char* kind, const char* track,
-                const SeriesPoint* first, int streak) const {
+  Flag MakeFlag(const Series& s, const char* kind, const char* track, const SeriesPoint* first,
+                int streak) const {
     Flag flag;
     flag.model = Model(s);
     RegressionFinding& f = flag.finding;
@@ -130,16 +123,16 @@ class SeriesJudge {
     return flag;
   }
 
-  void JudgeStatus(const Series& s, const std::vector<const SeriesPoint*>& points,
-                   const SeriesPoint* base, std::vector<Flag>* flags) const {
+  void JudgeStatus(const Series& s, const std::vector<const SeriesPoint*>& points, const SeriesPoint* base,
+                   std::vector<Flag>* flags) const {
     int streak = 0;
     while (streak < static_cast<int>(points.size()) &&
            IsFailure(points[points.size() - 1 - static_cast<size_t>(streak)]->status)) {
       ++streak;
     }
     if (streak == 0) return;
-    const bool good_before = base != nullptr ? !IsFailure(base->status)
-                                             : streak < static_cast<int>(points.size());
+    const bool good_before =
+        base != nullptr ? !IsFailure(base->status) : streak < static_cast<int>(points.size());
     if (!good_before) return;  // failing all along: not a new regression
     const SeriesPoint* first = points[points.size() - static_cast<size_t>(streak)];
     Flag flag = MakeFlag(s, "failing", "status", first, streak);
@@ -167,9 +160,8 @@ class SeriesJudge {
     return hi - lo > std::max(relative * level, track.absolute);
   }
 
-  void JudgeValues(const Series& s, const std::vector<const SeriesPoint*>& points,
-                   const SeriesPoint* base, const ValueTrack& track,
-                   std::vector<Flag>* flags) const {
+  void JudgeValues(const Series& s, const std::vector<const SeriesPoint*>& points, const SeriesPoint* base,
+                   const ValueTrack& track, std::vector<Flag>* flags) const {
     const double sign = track.higher_is_worse ? 1 : -1;
     const double relative = track.relative < 0 ? options_.min_effect : track.relative;
     if (!CanViolate(points, base, track, relative)) return;  // most series: nothing moved
@@ -195,8 +187,8 @@ class SeriesJudge {
       streak = TrailingStreak(x, rule);
     }
     if (streak.length > 0) {
-      Flag flag = MakeFlag(s, "worse", track.name, at[x.size() - static_cast<size_t>(streak.length)],
-                           streak.length);
+      Flag flag =
+          MakeFlag(s, "worse", track.name, at[x.size() - static_cast<size_t>(streak.length)], streak.length);
       flag.finding.baseline = sign * streak.reference;
       flag.finding.current = sign * x.back();
       flags->push_back(flag);
@@ -205,17 +197,16 @@ class SeriesJudge {
     JudgeCreeping(s, x, at, track, rule, sign, flags);
   }
 
-  void JudgeCreeping(const Series& s, const std::vector<double>& x,
-                     const std::vector<const SeriesPoint*>& at, const ValueTrack& track,
-                     const ViolationRule& rule, double sign, std::vector<Flag>* flags) const {
+  void JudgeCreeping(const Series& s, const std::vector<double>& x, const std::vector<const SeriesPoint*>& at,
+                     const ValueTrack& track, const ViolationRule& rule, double sign,
+                     std::vector<Flag>* flags) const {
     const double floor = std::max(track.step_relative * std::fabs(Median(x)), track.step_absolute);
     const std::vector<int> steps = StepChanges(x, std::max(rule.sigma, floor));
     if (steps.size() < 2) return;
     const int n = static_cast<int>(x.size());
     const double first = Mean(x, 0, steps.front()), last = Mean(x, steps.back(), n);
     if (n - steps.back() < options_.min_consecutive || !rule.Violates(last, first)) return;
-    Flag flag = MakeFlag(s, "creeping", track.name, at[static_cast<size_t>(steps.front())],
-                         n - steps.back());
+    Flag flag = MakeFlag(s, "creeping", track.name, at[static_cast<size_t>(steps.front())], n - steps.back());
     flag.finding.pending = false;
     flag.finding.baseline = sign * first;
     flag.finding.current = sign * last;
@@ -223,8 +214,8 @@ class SeriesJudge {
     for (size_t k = 0; k < steps.size(); ++k) {
       const int end = k + 1 < steps.size() ? steps[k + 1] : n;
       const SeriesRun& run = RunOf(at[static_cast<size_t>(steps[k])]);
-      flag.finding.steps.push_back({run.run_id, run.git_sha, sign * Mean(x, begin, steps[k]),
-                                    sign * Mean(x, steps[k], end)});
+      flag.finding.steps.push_back(
+          {run.run_id, run.git_sha, sign * Mean(x, begin, steps[k]), sign * Mean(x, steps[k], end)});
       begin = steps[k];
     }
     flags->push_back(flag);
@@ -240,8 +231,7 @@ std::vector<RegressionFinding> Group(const std::vector<Flag>& flags, const Serie
   std::map<std::string, std::vector<const Flag*>> groups;
   for (const Flag& f : flags) {
     const RegressionFinding& x = f.finding;
-    groups[std::string(x.pending ? "1" : "0") + x.kind + "|" + x.track + "|" + x.family]
-        .push_back(&f);
+    groups[std::string(x.pending ? "1" : "0") + x.kind + "|" + x.track + "|" + x.family].push_back(&f);
   }
   std::vector<RegressionFinding> out;
   for (const auto& [key, members] : groups) {
@@ -277,8 +267,7 @@ std::vector<RegressionFinding> Group(const std::vector<Flag>& flags, const Serie
   auto rank = [](const RegressionFinding& f) {
     return 10 * f.pending + (f.kind == "failing" ? 0 : f.kind == "worse" ? 1 : 2);
   };
-  std::stable_sort(out.begin(), out.end(),
-                   [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   return out;
 }
 

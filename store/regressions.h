@@ -31,7 +31,7 @@
 namespace framegate {
 
 struct RegressionOptions {
-  std::string since;  // "YYYY-MM-DD[...]"; "" = kDefaultWindowDays before the newest run
+  std::string since;                   // "YYYY-MM-DD[...]"; "" = kDefaultWindowDays before the newest run
   std::string baseline = "last-good";  // "last-good", a run id or a tag
   double min_effect = 0.05;            // relative threshold for latency and rel_l2
   int min_consecutive = 2;
@@ -48,15 +48,15 @@ struct RegressionFinding {
   std::string track;   // "status", "latency_median_s", "min_psnr", "mean_ssim", "rel_l2"
   std::string family;  // "reference:tiny cuda fp16 seed=3"
   std::vector<std::string> cell_ids;
-  std::vector<std::string> models;        // device models it shows on
-  std::vector<std::string> clean_models;  // models where the family ran without it
-  int devices = 0;                        // series (cell x model) flagged
+  std::vector<std::string> models;                         // device models it shows on
+  std::vector<std::string> clean_models;                   // models where the family ran without it
+  int devices = 0;                                         // series (cell x model) flagged
   std::string since_run, since_git_sha, since_started_at;  // first run of the streak
-  int consecutive = 0;                    // shortest streak in the group
-  double baseline = 0, current = 0;       // median over the group, in the track's unit
-  std::string last_run;                   // the newest run of the streak
-  std::string last_status, last_reason;   // status track: the newest failure
-  std::vector<StepChange> steps;          // creeping only (first series of the group)
+  int consecutive = 0;                                     // shortest streak in the group
+  double baseline = 0, current = 0;                        // median over the group, in the track's unit
+  std::string last_run;                                    // the newest run of the streak
+  std::string last_status, last_reason;                    // status track: the newest failure
+  std::vector<StepChange> steps;                           // creeping only (first series of the group)
   bool pending = false;  // one violation so far: shown, not counted as a regression
 };
 

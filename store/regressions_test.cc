@@ -43,8 +43,7 @@ class RegressionsTest : public ::testing::Test {
     ASSERT_TRUE(opened.ok());
     store_ = std::move(*opened);
     for (int night = 0; night < kNights; ++night) {
-      RunInfo info = SyntheticRunInfo(NightId(night), "2024-05-1" + std::to_string(night) +
-                                                          "T03:00:00Z");
+      RunInfo info = SyntheticRunInfo(NightId(night), "2024-05-1" + std::to_string(night) + "T03:00:00Z");
       if (night == 2) info.tags = "nightly,release-1.0";
       ASSERT_TRUE(store_->BeginRun(info, kDevices).ok());
       std::vector<CellResult> cells;
@@ -55,8 +54,8 @@ class RegressionsTest : public ::testing::Test {
     }
   }
 
-  const RegressionFinding* Find(const RegressionReport& r, const std::string& kind,
-                                const std::string& track, int seed, bool pending = false) {
+  const RegressionFinding* Find(const RegressionReport& r, const std::string& kind, const std::string& track,
+                                int seed, bool pending = false) {
     for (const RegressionFinding& f : r.findings) {
       if (f.kind == kind && f.track == track && f.pending == pending &&
           f.family == "reference:tiny cuda " + SyntheticCellResult(seed, "x", 0).cell.policy +
@@ -83,8 +82,7 @@ TEST_F(RegressionsTest, FlagsSustainedFailuresOnOneModelAsOneLine) {
   EXPECT_EQ(f->since_run, NightId(kNights - 3));
   EXPECT_EQ(f->last_status, "FAIL");
   EXPECT_EQ(f->last_reason, "min_psnr 21 < 30");
-  EXPECT_NE(FormatRegressions(*r).find("on NVIDIA L4 only (not on: NVIDIA H100)"),
-            std::string::npos);
+  EXPECT_NE(FormatRegressions(*r).find("on NVIDIA L4 only (not on: NVIDIA H100)"), std::string::npos);
 }
 
 TEST_F(RegressionsTest, OneViolationIsPendingAndFailingAllAlongIsNotNew) {
@@ -151,11 +149,10 @@ TEST(RegressionsOrderTest, RunsRecordedOutOfTimeOrderAreJudgedInTimeOrder) {
   auto store = ResultStore::Open(file.path());
   ASSERT_TRUE(store.ok());
   for (int night = kNights - 1; night >= 0; --night) {
-    RunInfo info = SyntheticRunInfo(NightId(night), "2024-05-1" + std::to_string(night) +
-                                                        "T03:00:00Z");
+    RunInfo info = SyntheticRunInfo(NightId(night), "2024-05-1" + std::to_string(night) + "T03:00:00Z");
     ASSERT_TRUE((*store)->BeginRun(info, kDevices).ok());
-    ASSERT_TRUE((*store)->RecordCells(info.run_id, {NightResult(0, 0, night),
-                                                    NightResult(0, 1, night)}).ok());
+    ASSERT_TRUE(
+        (*store)->RecordCells(info.run_id, {NightResult(0, 0, night), NightResult(0, 1, night)}).ok());
   }
   StatusOr<RegressionReport> r = FindRegressions(**store, RegressionOptions());
   ASSERT_TRUE(r.ok()) << r.status().message();

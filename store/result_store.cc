@@ -49,12 +49,10 @@ std::string NowIso8601() {
   return text;
 }
 
-StatusOr<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path,
-                                                         OpenMode mode) {
+StatusOr<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path, OpenMode mode) {
   if (mode == OpenMode::kReadOnly) return OpenReadOnly(path);
   StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(
-      path, mode == OpenMode::kCreate ? SqliteDb::Mode::kReadWriteCreate
-                                      : SqliteDb::Mode::kReadWrite);
+      path, mode == OpenMode::kCreate ? SqliteDb::Mode::kReadWriteCreate : SqliteDb::Mode::kReadWrite);
   if (!db.ok()) return db.status();
   // Refuse someone else's file or a newer schema before changing anything in it.
   FG_RETURN_IF_ERROR(CheckNotNewer(**db));
@@ -87,8 +85,8 @@ ResultStore::~ResultStore() = default;
 Status ResultStore::BeginRun(const RunInfo& info, const std::vector<DeviceInfo>& devices) {
   if (info.run_id.empty()) return Status::InvalidInput(path() + ": a run needs a run_id");
   if (!IsRunState(info.state)) {
-    return Status::InvalidInput(path() + ": run " + info.run_id + " has state '" +
-                                info.state + "' (running, finished or interrupted)");
+    return Status::InvalidInput(path() + ": run " + info.run_id + " has state '" + info.state +
+                                "' (running, finished or interrupted)");
   }
   return db_->WriteTransaction([&]() -> Status {
     FG_RETURN_IF_ERROR(UpsertRun(*db_, info));
@@ -100,8 +98,7 @@ Status ResultStore::RecordCell(const std::string& run_id, const CellResult& resu
   return RecordCells(run_id, {result});
 }
 
-Status ResultStore::RecordCells(const std::string& run_id,
-                                const std::vector<CellResult>& results) {
+Status ResultStore::RecordCells(const std::string& run_id, const std::vector<CellResult>& results) {
   if (!writer_) {
     StatusOr<std::unique_ptr<CellRowWriter>> writer = CellRowWriter::Prepare(*db_);
     if (!writer.ok()) return writer.status();
@@ -123,8 +120,10 @@ Status ResultStore::RecordCells(const std::string& run_id,
 Status ResultStore::FinishRun(const std::string& run_id, const std::string& state,
                               const std::string& finished_at) {
   if (state != "finished" && state != "interrupted") {
-    return Status::InvalidInput(path() + ": a run finishes as 'finished' or 'interrupted', "
-                                "not '" + state + "'");
+    return Status::InvalidInput(path() +
+                                ": a run finishes as 'finished' or 'interrupted', "
+                                "not '" +
+                                state + "'");
   }
   return db_->WriteTransaction([&]() -> Status {
     StatusOr<SqliteStatement> update =
@@ -138,8 +137,8 @@ Status ResultStore::FinishRun(const std::string& run_id, const std::string& stat
 
 Status ResultStore::RecordRunBlas(const std::string& run_id, const std::string& blas) {
   return db_->WriteTransaction([&]() -> Status {
-    StatusOr<SqliteStatement> update = db_->Prepare(
-        "UPDATE runs SET blas = ? WHERE run_id = ? AND (blas IS NULL OR blas = '')");
+    StatusOr<SqliteStatement> update =
+        db_->Prepare("UPDATE runs SET blas = ? WHERE run_id = ? AND (blas IS NULL OR blas = '')");
     if (!update.ok()) return update.status();
     return update->Bind(1, blas).Bind(2, run_id).Run();
   });
@@ -158,9 +157,7 @@ StatusOr<std::set<std::string>> ResultStore::FinishedCellIds(const std::string& 
   }
 }
 
-StatusOr<RunInfo> ResultStore::LoadRunInfo(const std::string& run_id) {
-  return ReadRunInfo(*db_, run_id);
-}
+StatusOr<RunInfo> ResultStore::LoadRunInfo(const std::string& run_id) { return ReadRunInfo(*db_, run_id); }
 
 StatusOr<RunRecord> ResultStore::LoadRun(const std::string& run_id) {
   RunRecord record;
@@ -179,11 +176,9 @@ StatusOr<RunRecord> ResultStore::LoadRun(const std::string& run_id) {
 
 StatusOr<std::vector<RunInfo>> ResultStore::ListRuns() { return ReadAllRuns(*db_); }
 
-StatusOr<std::vector<HistoryPoint>> ResultStore::CellHistory(const std::string& cell_id,
-                                                             int limit) {
+StatusOr<std::vector<HistoryPoint>> ResultStore::CellHistory(const std::string& cell_id, int limit) {
   std::vector<HistoryPoint> points;
-  Status status = db_->ReadTransaction(
-      [&]() { return ReadCellHistory(*db_, cell_id, limit, &points); });
+  Status status = db_->ReadTransaction([&]() { return ReadCellHistory(*db_, cell_id, limit, &points); });
   if (!status.ok()) return status;
   return points;
 }
@@ -198,15 +193,13 @@ Status ResultStore::RecordGolden(const GoldenRecord& golden) {
         "VALUES (?, ?, ?, ?, ?)");
     if (!insert.ok()) return insert.status();
     insert->Bind(1, golden.path).Bind(2, golden.sha256).Bind(3, golden.config);
-    return insert->Bind(4, golden.provenance.empty() ? "{}" : golden.provenance)
-        .Bind(5, NowIso8601())
-        .Run();
+    return insert->Bind(4, golden.provenance.empty() ? "{}" : golden.provenance).Bind(5, NowIso8601()).Run();
   });
 }
 
 StatusOr<std::vector<GoldenRecord>> ResultStore::ListGoldens() {
-  StatusOr<SqliteStatement> stmt = db_->Prepare(
-      "SELECT path, sha256, config, provenance FROM goldens ORDER BY path, sha256");
+  StatusOr<SqliteStatement> stmt =
+      db_->Prepare("SELECT path, sha256, config, provenance FROM goldens ORDER BY path, sha256");
   if (!stmt.ok()) return stmt.status();
   std::vector<GoldenRecord> goldens;
   for (;;) {

@@ -80,8 +80,7 @@ class ResultStore {
   // none of them are stored.
   Status RecordCells(const std::string& run_id, const std::vector<CellResult>& results);
   // state: "finished" or "interrupted". NotFound for an unknown run.
-  Status FinishRun(const std::string& run_id, const std::string& state,
-                   const std::string& finished_at);
+  Status FinishRun(const std::string& run_id, const std::string& state, const std::string& finished_at);
   // Sets the run's BLAS library when it has none yet: a runner that loads no LibTorch
   // learns it from the first cell process. NotFound for an unknown run.
   Status RecordRunBlas(const std::string& run_id, const std::string& blas);

@@ -61,9 +61,8 @@ CellResult EveryFieldResult() {
       "[policy.fp16-emulated-islands]\nbased_on = \"fp16-emulated\"\n"
       "fp32_modules = [\"denoiser.blocks.0.attn\", \"decoder.out\"]\n";
   advice.fp32_weight_fraction = 0.125;
-  advice.runs = {
-      {{"denoiser.blocks.0.attn"}, CellStatus::kNonfinite, "NaN at step 1 in decoder.out"},
-      {advice.islands, CellStatus::kPass, ""}};
+  advice.runs = {{{"denoiser.blocks.0.attn"}, CellStatus::kNonfinite, "NaN at step 1 in decoder.out"},
+                 {advice.islands, CellStatus::kPass, ""}};
   r.advice = advice;
   r.timings.peak_device_bytes = 1ll << 33;
   r.artifacts_dir = "/tmp/artifacts/x";
@@ -77,8 +76,7 @@ TEST(ResultStoreTest, RoundTripsEveryCellResultField) {
   RunInfo info = SyntheticRunInfo("run-1", "2024-05-01T03:00:00Z");
   info.cuda_version = "12.1";
   info.shard = "2/4";
-  ASSERT_TRUE((*store)->BeginRun(info, {{"cuda:1", "NVIDIA H100", "9.0", 80ll << 30, "550.54"}})
-                  .ok());
+  ASSERT_TRUE((*store)->BeginRun(info, {{"cuda:1", "NVIDIA H100", "9.0", 80ll << 30, "550.54"}}).ok());
   CellResult no_metrics = SyntheticCellResult(4, "cpu", 1);
   no_metrics.metrics.reset();
   no_metrics.status = CellStatus::kUnsupported;
@@ -124,10 +122,11 @@ TEST(ResultStoreTest, RoundTripsEveryCellResultField) {
   EXPECT_FALSE(run->cells[1].advice.has_value());
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 1);
   // The view answers "which module fails where" without joins.
-  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cell_results WHERE nonfinite_module = "
-                                  "'blocks.0.spatial_attn.logits' AND nonfinite_op = 'aten::log' "
-                                  "AND error_module = 'denoiser.embed.time_mlp.0' AND "
-                                  "device_name = 'NVIDIA H100'"),
+  EXPECT_EQ(QueryInt(file.path(),
+                     "SELECT count(*) FROM cell_results WHERE nonfinite_module = "
+                     "'blocks.0.spatial_attn.logits' AND nonfinite_op = 'aten::log' "
+                     "AND error_module = 'denoiser.embed.time_mlp.0' AND "
+                     "device_name = 'NVIDIA H100'"),
             1);
 }
 
@@ -142,8 +141,9 @@ TEST(ResultStoreTest, ReRecordingACellReplacesItsAdvice) {
   advised.advice->runs.pop_back();
   ASSERT_TRUE((*store)->RecordCell("r", advised).ok());
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 1);
-  EXPECT_EQ(QueryInt(file.path(), "SELECT json_array_length(islands) + 10 * "
-                                  "json_array_length(runs) FROM advice"),
+  EXPECT_EQ(QueryInt(file.path(),
+                     "SELECT json_array_length(islands) + 10 * "
+                     "json_array_length(runs) FROM advice"),
             11);
   advised.advice.reset();
   ASSERT_TRUE((*store)->RecordCell("r", advised).ok());
@@ -180,8 +180,7 @@ TEST(ResultStoreTest, RerecordingACellReplacesItAndResumeSeesItOnce) {
   ASSERT_TRUE((*store)->RecordCell("r", SyntheticCellResult(1, "cpu", 2)).ok());
   StatusOr<std::set<std::string>> done = (*store)->FinishedCellIds("r");
   ASSERT_TRUE(done.ok());
-  EXPECT_EQ(*done, (std::set<std::string>{first.cell.Id(),
-                                           SyntheticCellResult(1, "cpu", 2).cell.Id()}));
+  EXPECT_EQ(*done, (std::set<std::string>{first.cell.Id(), SyntheticCellResult(1, "cpu", 2).cell.Id()}));
   StatusOr<RunRecord> run = (*store)->LoadRun("r");
   ASSERT_TRUE(run.ok());
   ASSERT_EQ(run->cells.size(), 2u);
@@ -191,8 +190,8 @@ TEST(ResultStoreTest, RerecordingACellReplacesItAndResumeSeesItOnce) {
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM metrics"), 2);
   // series_points (what `regressions` reads) follows: one row per cell, the newest status.
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points"), 2);
-  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE cell_id = '" +
-                                      first.cell.Id() + "' AND status = 'PASS'"),
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE cell_id = '" + first.cell.Id() +
+                                      "' AND status = 'PASS'"),
             1);
 }
 
@@ -204,21 +203,29 @@ TEST(ResultStoreTest, SeriesPointsFollowEveryChangeToCellsAndMetrics) {
   const CellResult a = SyntheticCellResult(0, "cpu", 1), b = SyntheticCellResult(1, "cpu", 1);
   ASSERT_TRUE((*store)->RecordCells("r", {a, b}).ok());
   auto point = [&](const std::string& cell_id, const std::string& columns) {
-    return QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE run_id = 'r' AND "
-                                 "cell_id = '" + cell_id + "' AND " + columns);
+    return QueryInt(file.path(),
+                    "SELECT count(*) FROM series_points WHERE run_id = 'r' AND "
+                    "cell_id = '" +
+                        cell_id + "' AND " + columns);
   };
   EXPECT_EQ(point(a.cell.Id(), "status = 'PASS' AND abs(min_psnr - " +
                                    std::to_string(a.metrics->video.min_psnr) + ") < 1e-5"),
             1);
   // Edits by hand (the sqlite3 shell) reach series_points through the triggers.
-  ExecSql(file.path(), "UPDATE cells SET status = 'FAIL', latency_median_s = 9 WHERE "
-                       "cell_id = '" + a.cell.Id() + "'");
+  ExecSql(file.path(),
+          "UPDATE cells SET status = 'FAIL', latency_median_s = 9 WHERE "
+          "cell_id = '" +
+              a.cell.Id() + "'");
   EXPECT_EQ(point(a.cell.Id(), "status = 'FAIL' AND latency_median_s = 9"), 1);
-  ExecSql(file.path(), "UPDATE metrics SET min_psnr = 12.5, rel_l2 = 0.25 WHERE cell_row = "
-                       "(SELECT id FROM cells WHERE cell_id = '" + a.cell.Id() + "')");
+  ExecSql(file.path(),
+          "UPDATE metrics SET min_psnr = 12.5, rel_l2 = 0.25 WHERE cell_row = "
+          "(SELECT id FROM cells WHERE cell_id = '" +
+              a.cell.Id() + "')");
   EXPECT_EQ(point(a.cell.Id(), "min_psnr = 12.5 AND rel_l2 = 0.25"), 1);
-  ExecSql(file.path(), "DELETE FROM metrics WHERE cell_row = (SELECT id FROM cells WHERE "
-                       "cell_id = '" + a.cell.Id() + "')");
+  ExecSql(file.path(),
+          "DELETE FROM metrics WHERE cell_row = (SELECT id FROM cells WHERE "
+          "cell_id = '" +
+              a.cell.Id() + "')");
   EXPECT_EQ(point(a.cell.Id(), "min_psnr IS NULL AND mean_ssim IS NULL"), 1);
   ExecSql(file.path(), "DELETE FROM cells WHERE cell_id = '" + b.cell.Id() + "'");
   EXPECT_EQ(point(b.cell.Id(), "1"), 0);
@@ -282,8 +289,7 @@ TEST(ResultStoreTest, RefusesANewerSchemaWithoutTouchingTheFile) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), Status::Code::kUnsupported);
   EXPECT_NE(store.status().message().find(file.path()), std::string::npos);
-  EXPECT_NE(store.status().message().find("schema version " + std::to_string(newer)),
-            std::string::npos);
+  EXPECT_NE(store.status().message().find("schema version " + std::to_string(newer)), std::string::npos);
   EXPECT_EQ(store.status().message().find('\n'), std::string::npos);
   EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), newer);
 }
@@ -310,9 +316,9 @@ TEST(ResultStoreTest, HistoryIsOldestFirstAndLimited) {
   ASSERT_TRUE(store.ok());
   for (int night = 1; night <= 5; ++night) {
     const std::string id = "night-" + std::to_string(night);
-    ASSERT_TRUE((*store)->BeginRun(SyntheticRunInfo(id, "2024-05-0" + std::to_string(night) +
-                                                            "T03:00:00Z"),
-                                   {{"cuda:0", "NVIDIA L4", "8.9", 0, ""}})
+    ASSERT_TRUE((*store)
+                    ->BeginRun(SyntheticRunInfo(id, "2024-05-0" + std::to_string(night) + "T03:00:00Z"),
+                               {{"cuda:0", "NVIDIA L4", "8.9", 0, ""}})
                     .ok());
     ASSERT_TRUE((*store)->RecordCell(id, SyntheticCellResult(0, "cuda:0", night)).ok());
   }

@@ -155,8 +155,7 @@ std::optional<CellChange> LatencyChange(const CellResult& a, const CellResult& b
 
 // Accuracy changes of one cell beyond its noise band.
 Status AccuracyChanges(const CellResult& a, const CellResult& b, const std::string& device_name,
-                       NoiseHistory& noise,
-                       std::vector<CellChange>* changes) {
+                       NoiseHistory& noise, std::vector<CellChange>* changes) {
   if (!a.metrics || !b.metrics) return Status::Ok();
   for (const AccuracyMetric& metric : kAccuracyMetrics) {
     const double va = metric.value(*a.metrics), vb = metric.value(*b.metrics);
@@ -171,8 +170,7 @@ Status AccuracyChanges(const CellResult& a, const CellResult& b, const std::stri
       band = std::max(band, 3 * *sigma);
       if (std::fabs(vb - va) <= band) continue;
     }  // a PSNR going to or from +inf (identical frames) always counts
-    CellChange change =
-        BaseChange(worse ? ChangeKind::kAccuracyWorse : ChangeKind::kAccuracyBetter, a, b);
+    CellChange change = BaseChange(worse ? ChangeKind::kAccuracyWorse : ChangeKind::kAccuracyBetter, a, b);
     change.metric = metric.name;
     change.value_a = va;
     change.value_b = vb;
@@ -186,15 +184,24 @@ Status AccuracyChanges(const CellResult& a, const CellResult& b, const std::stri
 
 const char* ChangeKindName(ChangeKind kind) {
   switch (kind) {
-    case ChangeKind::kNewlyFailing: return "newly_failing";
-    case ChangeKind::kNewlyPassing: return "newly_passing";
-    case ChangeKind::kStatusChanged: return "status_changed";
-    case ChangeKind::kAccuracyWorse: return "accuracy_worse";
-    case ChangeKind::kAccuracyBetter: return "accuracy_better";
-    case ChangeKind::kSlower: return "slower";
-    case ChangeKind::kFaster: return "faster";
-    case ChangeKind::kOnlyInA: return "only_in_a";
-    case ChangeKind::kOnlyInB: return "only_in_b";
+    case ChangeKind::kNewlyFailing:
+      return "newly_failing";
+    case ChangeKind::kNewlyPassing:
+      return "newly_passing";
+    case ChangeKind::kStatusChanged:
+      return "status_changed";
+    case ChangeKind::kAccuracyWorse:
+      return "accuracy_worse";
+    case ChangeKind::kAccuracyBetter:
+      return "accuracy_better";
+    case ChangeKind::kSlower:
+      return "slower";
+    case ChangeKind::kFaster:
+      return "faster";
+    case ChangeKind::kOnlyInA:
+      return "only_in_a";
+    case ChangeKind::kOnlyInB:
+      return "only_in_b";
   }
   return "unknown";
 }
@@ -210,8 +217,8 @@ int RunComparison::regressions() const {
   return count;
 }
 
-StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a,
-                                    const std::string& run_b, const CompareOptions& options) {
+StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a, const std::string& run_b,
+                                    const CompareOptions& options) {
   StatusOr<RunRecord> a = store.LoadRun(run_a);
   if (!a.ok()) return a.status();
   StatusOr<RunRecord> b = store.LoadRun(run_b);
@@ -234,8 +241,8 @@ StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a
     ++out.cells_compared;
     if (std::optional<CellChange> c = StatusChange(ra, rb)) out.changes.push_back(*c);
     auto name = names_b.find(rb.cell.device);
-    FG_RETURN_IF_ERROR(AccuracyChanges(ra, rb, name == names_b.end() ? "" : name->second,
-                                       noise, &out.changes));
+    FG_RETURN_IF_ERROR(
+        AccuracyChanges(ra, rb, name == names_b.end() ? "" : name->second, noise, &out.changes));
     if (std::optional<CellChange> c = LatencyChange(ra, rb, options)) out.changes.push_back(*c);
   }
   for (const auto& [id, ra] : in_a) {

@@ -47,7 +47,7 @@ enum class ChangeKind {
   kOnlyInB,
 };
 const char* ChangeKindName(ChangeKind kind);  // "newly_failing", "accuracy_worse", ...
-bool IsRegression(ChangeKind kind);  // newly failing, accuracy worse, slower
+bool IsRegression(ChangeKind kind);           // newly failing, accuracy worse, slower
 
 struct CellChange {
   ChangeKind kind = ChangeKind::kStatusChanged;
@@ -70,8 +70,8 @@ struct RunComparison {
 };
 
 // NotFound (naming the file and the run) when either run does not exist.
-StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a,
-                                    const std::string& run_b, const CompareOptions& options);
+StatusOr<RunComparison> CompareRuns(ResultStore& store, const std::string& run_a, const std::string& run_b,
+                                    const CompareOptions& options);
 
 nlohmann::json ComparisonToJson(const RunComparison& comparison);
 // The human report: one section per change kind, one line per cell, and the verdict.

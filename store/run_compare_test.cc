@@ -45,21 +45,20 @@ class RunCompareTest : public ::testing::Test {
     store_ = std::move(*opened);
     // Cell 8 has a noisy history: its PSNR moves by about 1 dB from night to night.
     for (int night = 0; night < 6; ++night) {
-      Record(*store_, "old-" + std::to_string(night),
-             "2024-04-2" + std::to_string(night) + "T03:00:00Z",
+      Record(*store_, "old-" + std::to_string(night), "2024-04-2" + std::to_string(night) + "T03:00:00Z",
              {Result(8, CellStatus::kPass, 40 + (night % 2 ? 1.0 : -1.0), 0.5)});
     }
     const auto pass = CellStatus::kPass;
     Record(*store_, "A", "2024-05-01T03:00:00Z",
-           {Result(0, pass, 40, 0.5), Result(1, CellStatus::kFail, 20, 0.5),
-            Result(2, pass, 40, 0.5), Result(3, pass, 40, 0.5), Result(4, pass, 40, 0.5),
-            Result(5, pass, 40, 0.5), Result(6, pass, 40, 0.5), Result(8, pass, 40, 0.5)});
+           {Result(0, pass, 40, 0.5), Result(1, CellStatus::kFail, 20, 0.5), Result(2, pass, 40, 0.5),
+            Result(3, pass, 40, 0.5), Result(4, pass, 40, 0.5), Result(5, pass, 40, 0.5),
+            Result(6, pass, 40, 0.5), Result(8, pass, 40, 0.5)});
     CellResult nonfinite = Result(0, CellStatus::kNonfinite, 40, 0.5);
     nonfinite.reason = "NaN at step 3";
     Record(*store_, "B", "2024-05-02T03:00:00Z",
-           {nonfinite, Result(1, pass, 40, 0.5), Result(2, pass, 38, 0.5),
-            Result(3, pass, 40, 0.6), Result(4, pass, 40, 0.51), Result(5, pass, 40, 0.5),
-            Result(7, pass, 40, 0.5), Result(8, pass, 40.5, 0.5)});
+           {nonfinite, Result(1, pass, 40, 0.5), Result(2, pass, 38, 0.5), Result(3, pass, 40, 0.6),
+            Result(4, pass, 40, 0.51), Result(5, pass, 40, 0.5), Result(7, pass, 40, 0.5),
+            Result(8, pass, 40.5, 0.5)});
   }
   TestDb file_{"compare"};
   std::unique_ptr<ResultStore> store_;

@@ -15,10 +15,9 @@ RunInfo ReadRunColumns(const SqliteStatement& row) {
   RunInfo info;
   int i = 0;
   for (std::string* field :
-       {&info.run_id, &info.started_at, &info.finished_at, &info.state, &info.host,
-        &info.git_sha, &info.framegate_version, &info.libtorch_version, &info.cuda_version,
-        &info.blas, &info.tags, &info.matrix_path, &info.matrix_sha256, &info.command,
-        &info.shard}) {
+       {&info.run_id, &info.started_at, &info.finished_at, &info.state, &info.host, &info.git_sha,
+        &info.framegate_version, &info.libtorch_version, &info.cuda_version, &info.blas, &info.tags,
+        &info.matrix_path, &info.matrix_sha256, &info.command, &info.shard}) {
     *field = row.Text(i++);
   }
   return info;
@@ -42,24 +41,22 @@ bool IsRunState(const std::string& state) {
 }
 
 Status UpsertRun(SqliteDb& db, const RunInfo& info) {
-  StatusOr<SqliteStatement> insert = db.Prepare(
-      std::string("INSERT INTO runs (") + kRunColumns +
-      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
-      "UPDATE SET state = excluded.state, finished_at = excluded.finished_at");
+  StatusOr<SqliteStatement> insert =
+      db.Prepare(std::string("INSERT INTO runs (") + kRunColumns +
+                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
+                 "UPDATE SET state = excluded.state, finished_at = excluded.finished_at");
   if (!insert.ok()) return insert.status();
   int i = 1;
   for (const std::string* field :
-       {&info.run_id, &info.started_at, &info.finished_at, &info.state, &info.host,
-        &info.git_sha, &info.framegate_version, &info.libtorch_version, &info.cuda_version,
-        &info.blas, &info.tags, &info.matrix_path, &info.matrix_sha256, &info.command,
-        &info.shard}) {
+       {&info.run_id, &info.started_at, &info.finished_at, &info.state, &info.host, &info.git_sha,
+        &info.framegate_version, &info.libtorch_version, &info.cuda_version, &info.blas, &info.tags,
+        &info.matrix_path, &info.matrix_sha256, &info.command, &info.shard}) {
     insert->Bind(i++, *field);
   }
   return insert->Run();
 }
 
-Status InsertDevices(SqliteDb& db, const std::string& run_id,
-                     const std::vector<DeviceInfo>& devices) {
+Status InsertDevices(SqliteDb& db, const std::string& run_id, const std::vector<DeviceInfo>& devices) {
   StatusOr<SqliteStatement> insert = db.Prepare(
       "INSERT OR IGNORE INTO devices (run_id, device, name, capability, memory_bytes, "
       "driver) VALUES (?, ?, ?, ?, ?, ?)");
@@ -88,8 +85,8 @@ StatusOr<RunInfo> ReadRunInfo(SqliteDb& db, const std::string& run_id) {
 }
 
 StatusOr<std::vector<RunInfo>> ReadAllRuns(SqliteDb& db) {
-  StatusOr<SqliteStatement> stmt = db.Prepare(std::string("SELECT ") + kRunColumns +
-                                              " FROM runs ORDER BY started_at, run_id");
+  StatusOr<SqliteStatement> stmt =
+      db.Prepare(std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY started_at, run_id");
   if (!stmt.ok()) return stmt.status();
   std::vector<RunInfo> runs;
   FG_RETURN_IF_ERROR(ForEachRow(*stmt, [&](const SqliteStatement& row) {
@@ -115,8 +112,8 @@ StatusOr<std::vector<DeviceInfo>> ReadDevices(SqliteDb& db, const std::string& r
 
 Status ReadRunCells(SqliteDb& db, const std::string& run_id, std::vector<CellResult>* cells) {
   StatusOr<SqliteStatement> stmt =
-      db.Prepare(std::string("SELECT ") + kCellSelectColumns + ", " + kMetricSelectColumns +
-                 ", " + kAdviceSelectColumns +
+      db.Prepare(std::string("SELECT ") + kCellSelectColumns + ", " + kMetricSelectColumns + ", " +
+                 kAdviceSelectColumns +
                  " FROM cells c JOIN cell_specs s ON s.cell_id = c.cell_id "
                  "LEFT JOIN metrics m ON m.cell_row = c.id "
                  "LEFT JOIN advice a ON a.cell_row = c.id WHERE c.run_id = ? ORDER BY c.id");
@@ -128,8 +125,8 @@ Status ReadRunCells(SqliteDb& db, const std::string& run_id, std::vector<CellRes
     CellResult result;
     FG_RETURN_IF_ERROR(ReadCellColumns(row, 0, db.path(), &result));
     ReadMetricColumns(row, kCellSelectColumnCount, &result.metrics);
-    FG_RETURN_IF_ERROR(ReadAdviceColumns(row, kCellSelectColumnCount + kMetricSelectColumnCount,
-                                         db.path(), &result));
+    FG_RETURN_IF_ERROR(
+        ReadAdviceColumns(row, kCellSelectColumnCount + kMetricSelectColumnCount, db.path(), &result));
     FG_RETURN_IF_ERROR((*children)->ReadSamples(row.Int(0), &result));
     FG_RETURN_IF_ERROR((*children)->ReadProbes(row.Int(0), &result));
     cells->push_back(std::move(result));
@@ -139,15 +136,15 @@ Status ReadRunCells(SqliteDb& db, const std::string& run_id, std::vector<CellRes
 
 Status ReadCellHistory(SqliteDb& db, const std::string& cell_id, int limit,
                        std::vector<HistoryPoint>* points) {
-  StatusOr<SqliteStatement> stmt = db.Prepare(
-      std::string("SELECT r.run_id, r.started_at, r.git_sha, r.host, r.tags, d.name, ") +
-      kCellSelectColumns + ", " + kMetricSelectColumns + ", " + kAdviceSelectColumns +
-      " FROM cells c JOIN cell_specs s ON s.cell_id = c.cell_id "
-      "JOIN runs r ON r.run_id = c.run_id "
-      "LEFT JOIN devices d ON d.run_id = c.run_id AND d.device = s.device "
-      "LEFT JOIN metrics m ON m.cell_row = c.id "
-      "LEFT JOIN advice a ON a.cell_row = c.id "
-      "WHERE c.cell_id = ? ORDER BY r.started_at DESC, r.run_id DESC LIMIT ?");
+  StatusOr<SqliteStatement> stmt =
+      db.Prepare(std::string("SELECT r.run_id, r.started_at, r.git_sha, r.host, r.tags, d.name, ") +
+                 kCellSelectColumns + ", " + kMetricSelectColumns + ", " + kAdviceSelectColumns +
+                 " FROM cells c JOIN cell_specs s ON s.cell_id = c.cell_id "
+                 "JOIN runs r ON r.run_id = c.run_id "
+                 "LEFT JOIN devices d ON d.run_id = c.run_id AND d.device = s.device "
+                 "LEFT JOIN metrics m ON m.cell_row = c.id "
+                 "LEFT JOIN advice a ON a.cell_row = c.id "
+                 "WHERE c.cell_id = ? ORDER BY r.started_at DESC, r.run_id DESC LIMIT ?");
   if (!stmt.ok()) return stmt.status();
   StatusOr<std::unique_ptr<CellChildReader>> children = CellChildReader::Prepare(db);
   if (!children.ok()) return children.status();
@@ -165,8 +162,7 @@ Status ReadCellHistory(SqliteDb& db, const std::string& cell_id, int limit,
     point.latency_median_s = row.Real(kFirstCellColumn + 2);
     ReadMetricColumns(row, kFirstCellColumn + kCellSelectColumnCount, &point.result.metrics);
     FG_RETURN_IF_ERROR(ReadAdviceColumns(
-        row, kFirstCellColumn + kCellSelectColumnCount + kMetricSelectColumnCount, db.path(),
-        &point.result));
+        row, kFirstCellColumn + kCellSelectColumnCount + kMetricSelectColumnCount, db.path(), &point.result));
     FG_RETURN_IF_ERROR((*children)->ReadSamples(row.Int(kFirstCellColumn), &point.result));
     points->push_back(std::move(point));
     return Status::Ok();

@@ -18,8 +18,7 @@ bool IsRunState(const std::string& state);  // running, finished, interrupted
 // Inserts the run; for an existing run_id (a resume) only state and finished_at change.
 Status UpsertRun(SqliteDb& db, const RunInfo& info);
 // Inserts the devices the run does not have yet (by device string).
-Status InsertDevices(SqliteDb& db, const std::string& run_id,
-                     const std::vector<DeviceInfo>& devices);
+Status InsertDevices(SqliteDb& db, const std::string& run_id, const std::vector<DeviceInfo>& devices);
 StatusOr<bool> RunExists(SqliteDb& db, const std::string& run_id);
 
 // NotFound naming the file when the run does not exist.

@@ -298,8 +298,7 @@ Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
       "SELECT cell_row, value FROM samples WHERE kind = 'generation_seconds' "
       "ORDER BY cell_row, idx");
-  StatusOr<SqliteStatement> write =
-      db.Prepare("UPDATE cells SET latency_median_s = ? WHERE id = ?");
+  StatusOr<SqliteStatement> write = db.Prepare("UPDATE cells SET latency_median_s = ? WHERE id = ?");
   if (!read.ok()) return read.status();
   if (!write.ok()) return write.status();
   int64_t current = -1;
@@ -340,15 +339,13 @@ Status MigrateV3ToV4(SqliteDb& db) { return db.Exec(kMigrateV3ToV4); }
 
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3,
-                                    MigrateV3ToV4};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 
 Status NewerVersionError(const SqliteDb& db, int version) {
   return Status::Unsupported(db.path() + ": schema version " + std::to_string(version) +
-                             " is newer than this framegate's (" +
-                             std::to_string(kStoreSchemaVersion) +
+                             " is newer than this framegate's (" + std::to_string(kStoreSchemaVersion) +
                              "); use the framegate that wrote it or a newer one");
 }
 
@@ -381,8 +378,7 @@ Status MigrateSchema(SqliteDb& db, int target) {
     for (int v = *version; v < target; ++v) {
       Status step = kSteps[v](db);
       if (!step.ok()) {
-        return step.WithContext("migrating schema " + std::to_string(v) + " -> " +
-                                std::to_string(v + 1));
+        return step.WithContext("migrating schema " + std::to_string(v) + " -> " + std::to_string(v + 1));
       }
     }
     return db.Exec("PRAGMA user_version = " + std::to_string(target));

@@ -16,7 +16,8 @@ void WriteVersion1File(const std::string& path) {
   StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(MigrateSchema(**db, 1).ok());
-  ASSERT_TRUE((*db)->Exec(R"sql(
+  ASSERT_TRUE((*db)
+                  ->Exec(R"sql(
     INSERT INTO runs VALUES ('v1-run', '2023-01-01T00:00:00Z', '2023-01-01T01:00:00Z',
                              'finished', 'host-old', 'abcdef', '0.0.9', '1.12.1', 'nightly');
     INSERT INTO cells VALUES (1, 'v1-run', 'aaaa000011112222', 'reference:tiny', 'cpu', 'fp32',
@@ -25,7 +26,8 @@ void WriteVersion1File(const std::string& path) {
                               1, 'f1', 'FAIL', 'min_psnr 20 < 30', '[]');
     INSERT INTO metrics VALUES (1, 'min_psnr', 40.0), (1, 'rel_l2', 0.01),
                                (1, 'fp64_error_ratio', 1.1), (2, 'min_psnr', 20.0);
-  )sql").ok());
+  )sql")
+                  .ok());
 }
 
 // A database as schema version 3 wrote it: a run, an ERROR cell with a probe.
@@ -33,7 +35,8 @@ void WriteVersion3File(const std::string& path) {
   StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(MigrateSchema(**db, 3).ok());
-  ASSERT_TRUE((*db)->Exec(R"sql(
+  ASSERT_TRUE((*db)
+                  ->Exec(R"sql(
     INSERT INTO runs (run_id, started_at, state) VALUES ('v3-run', '2024-01-01T00:00:00Z',
                                                          'finished');
     INSERT INTO cell_specs VALUES ('cccc000011112222', 'reference:tiny', 'tiny', 'cpu', 'fp8',
@@ -42,7 +45,8 @@ void WriteVersion3File(const std::string& path) {
       VALUES (1, 'v3-run', 'cccc000011112222', 'fp8', 'ERROR', 'dtype_mismatch: Half',
               'dtype_mismatch');
     INSERT INTO probes VALUES (1, 0, 'blocks.0.ff', 'float16', 100.0, 0.0, 0.0, 9.3);
-  )sql").ok());
+  )sql")
+                  .ok());
 }
 
 std::string SchemaText(const std::string& path) {
@@ -92,16 +96,18 @@ TEST(SchemaTest, MigratesAVersion1DatabaseKeepingEveryRow) {
   EXPECT_DOUBLE_EQ((*history)[0].latency_median_s, 0.6);
   // v2 -> v3 filled series_points from cells and metrics.
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points"), 2);
-  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE cell_id = "
-                                  "'aaaa000011112222' AND status = 'PASS' AND min_psnr = 40 "
-                                  "AND rel_l2 = 0.01 AND latency_median_s = 0.6"),
+  EXPECT_EQ(QueryInt(file.path(),
+                     "SELECT count(*) FROM series_points WHERE cell_id = "
+                     "'aaaa000011112222' AND status = 'PASS' AND min_psnr = 40 "
+                     "AND rel_l2 = 0.01 AND latency_median_s = 0.6"),
             1);
   // v3 -> v4 added the advice table (empty) and the new columns (defaults).
   EXPECT_EQ(kStoreSchemaVersion, 4);
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 0);
-  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cells WHERE policy_file = '' AND "
-                                  "error_module = '' AND error_op = '' AND nonfinite_op = '' "
-                                  "AND observed = ''"),
+  EXPECT_EQ(QueryInt(file.path(),
+                     "SELECT count(*) FROM cells WHERE policy_file = '' AND "
+                     "error_module = '' AND error_op = '' AND nonfinite_op = '' "
+                     "AND observed = ''"),
             2);
   EXPECT_FALSE(fail.advice.has_value());
   EXPECT_EQ(fail.error_module, "");
@@ -131,15 +137,20 @@ TEST(SchemaTest, MigratesAVersion3DatabaseToVersion4) {
   CellResult advised = error;
   advised.error_module = "denoiser.embed.time_mlp.0";
   advised.error_op = "aten::linear";
-  advised.advice = Advice{CellStatus::kError, CellStatus::kPass, {"denoiser.embed"}, "p", "", 0.5,
+  advised.advice = Advice{CellStatus::kError,
+                          CellStatus::kPass,
+                          {"denoiser.embed"},
+                          "p",
+                          "",
+                          0.5,
                           {{{"denoiser.embed"}, CellStatus::kPass, ""}}};
   ASSERT_TRUE((*store)->RecordCell("v3-run", advised).ok());
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 1);
-  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cell_results WHERE error_module = "
-                                  "'denoiser.embed.time_mlp.0' AND error_op = 'aten::linear'"),
+  EXPECT_EQ(QueryInt(file.path(),
+                     "SELECT count(*) FROM cell_results WHERE error_module = "
+                     "'denoiser.embed.time_mlp.0' AND error_op = 'aten::linear'"),
             1);
-  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE status = 'ERROR'"),
-            2);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE status = 'ERROR'"), 2);
 }
 
 TEST(SchemaTest, AMigratedDatabaseHasExactlyTheFreshSchema) {
@@ -155,8 +166,7 @@ TEST(SchemaTest, AMigratedDatabaseHasExactlyTheFreshSchema) {
   const std::string schema = SchemaText(fresh.path());
   EXPECT_NE(schema.find("CREATE VIEW cell_results"), std::string::npos);
   EXPECT_NE(schema.find("CREATE TABLE advice"), std::string::npos);
-  EXPECT_NE(schema.find("c.error_module, c.error_op, c.nonfinite_module, c.nonfinite_op"),
-            std::string::npos);
+  EXPECT_NE(schema.find("c.error_module, c.error_op, c.nonfinite_module, c.nonfinite_op"), std::string::npos);
 }
 
 TEST(SchemaTest, ReadOnlyOpenMigratesInMemoryAndLeavesTheFileAlone) {

@@ -13,8 +13,8 @@ void Segment(const std::vector<double>& x, int begin, int end, double sigma, dou
   double best_score = min_score;
   for (int k = begin + min_segment; k <= end - min_segment; ++k) {
     const double n1 = k - begin, n2 = end - k;
-    const double score = std::fabs(Mean(x, begin, k) - Mean(x, k, end)) /
-                         (sigma * std::sqrt(1 / n1 + 1 / n2));
+    const double score =
+        std::fabs(Mean(x, begin, k) - Mean(x, k, end)) / (sigma * std::sqrt(1 / n1 + 1 / n2));
     if (score >= best_score) {
       best_score = score;
       best = k;
@@ -42,7 +42,6 @@ double Mean(const std::vector<double>& x, int begin, int end) {
   return end > begin ? sum / (end - begin) : 0;
 }
 
-
 double NoiseSigma(const std::vector<double>& x) {
   if (x.size() < 3) return 0;
   std::vector<double> diffs;
@@ -50,8 +49,7 @@ double NoiseSigma(const std::vector<double>& x) {
   return Median(diffs) / (0.6745 * std::sqrt(2.0));
 }
 
-Streak TrailingStreak(const std::vector<double>& x, const ViolationRule& rule,
-                      int reference_points) {
+Streak TrailingStreak(const std::vector<double>& x, const ViolationRule& rule, int reference_points) {
   Streak best;
   const int n = static_cast<int>(x.size());
   for (int length = 1; length < n; ++length) {
@@ -73,8 +71,7 @@ Streak TrailingStreak(const std::vector<double>& x, const ViolationRule& rule,
   return best;
 }
 
-int TrailingViolations(const std::vector<double>& x, int from, double reference,
-                       const ViolationRule& rule) {
+int TrailingViolations(const std::vector<double>& x, int from, double reference, const ViolationRule& rule) {
   int count = 0;
   for (int i = static_cast<int>(x.size()) - 1; i >= from; --i) {
     if (!rule.Violates(x[static_cast<size_t>(i)], reference)) break;
@@ -83,8 +80,7 @@ int TrailingViolations(const std::vector<double>& x, int from, double reference,
   return count;
 }
 
-std::vector<int> StepChanges(const std::vector<double>& x, double sigma, double min_score,
-                             int min_segment) {
+std::vector<int> StepChanges(const std::vector<double>& x, double sigma, double min_score, int min_segment) {
   std::vector<int> steps;
   if (sigma <= 0) return steps;
   Segment(x, 0, static_cast<int>(x.size()), sigma, min_score, min_segment, &steps);

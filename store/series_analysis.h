@@ -30,11 +30,9 @@ struct Streak {
   int length = 0;
   double reference = 0;
 };
-Streak TrailingStreak(const std::vector<double>& x, const ViolationRule& rule,
-                      int reference_points = 5);
+Streak TrailingStreak(const std::vector<double>& x, const ViolationRule& rule, int reference_points = 5);
 // How many points at the end of x[from..] violate a fixed reference, consecutively.
-int TrailingViolations(const std::vector<double>& x, int from, double reference,
-                       const ViolationRule& rule);
+int TrailingViolations(const std::vector<double>& x, int from, double reference, const ViolationRule& rule);
 
 // Step changes in level by binary segmentation: a split of a segment is kept when the
 // difference of the two sides' means, divided by sigma * sqrt(1/n1 + 1/n2), is at least
@@ -43,5 +41,5 @@ int TrailingViolations(const std::vector<double>& x, int from, double reference,
 std::vector<int> StepChanges(const std::vector<double>& x, double sigma, double min_score = 5,
                              int min_segment = 2);
 
-double Mean(const std::vector<double>& x, int begin, int end);  
+double Mean(const std::vector<double>& x, int begin, int end);
 }  // namespace framegate

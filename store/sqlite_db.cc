@@ -10,8 +10,7 @@
 
 namespace framegate {
 
-SqliteStatement::SqliteStatement(SqliteStatement&& other) noexcept
-    : db_(other.db_), stmt_(other.stmt_) {
+SqliteStatement::SqliteStatement(SqliteStatement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
   other.stmt_ = nullptr;
 }
 
@@ -38,8 +37,7 @@ SqliteStatement& SqliteStatement::Bind(int index, double value) {
 }
 
 SqliteStatement& SqliteStatement::Bind(int index, const std::string& value) {
-  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
-                    SQLITE_TRANSIENT);
+  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
   return *this;
 }
 
@@ -73,9 +71,7 @@ void SqliteStatement::Reset() { sqlite3_reset(stmt_); }
 
 int SqliteStatement::ColumnCount() const { return sqlite3_column_count(stmt_); }
 
-bool SqliteStatement::IsNull(int column) const {
-  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
-}
+bool SqliteStatement::IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
 
 int64_t SqliteStatement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
 
@@ -149,8 +145,7 @@ Status SqliteDb::Error(int rc, const std::string& what) const {
     return Status::IoError(message + " (another process held the lock for more than " +
                            std::to_string(kBusyTimeoutMs / 1000) + " s)");
   }
-  if (rc == SQLITE_CANTOPEN || rc == SQLITE_IOERR || rc == SQLITE_FULL ||
-      rc == SQLITE_READONLY) {
+  if (rc == SQLITE_CANTOPEN || rc == SQLITE_IOERR || rc == SQLITE_FULL || rc == SQLITE_READONLY) {
     return Status::IoError(message);
   }
   return Status::Internal(message);
@@ -158,8 +153,7 @@ Status SqliteDb::Error(int rc, const std::string& what) const {
 
 StatusOr<SqliteStatement> SqliteDb::Prepare(const std::string& sql) {
   sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt,
-                                    nullptr);
+  const int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return Error(rc, "preparing '" + sql.substr(0, 60) + "'");
   return SqliteStatement(this, stmt);
 }
@@ -184,8 +178,7 @@ int64_t SqliteDb::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_
 int64_t SqliteDb::Changes() const { return sqlite3_changes(db_); }
 
 Status SqliteDb::WriteTransaction(const std::function<Status()>& body) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
   for (int attempt = 0;; ++attempt) {
     last_error_busy_ = false;
     Status status = Exec("BEGIN IMMEDIATE");
@@ -198,8 +191,7 @@ Status SqliteDb::WriteTransaction(const std::function<Status()>& body) {
         last_error_busy_ = busy;
       }
     }
-    if (status.ok() || !last_error_busy_ ||
-        std::chrono::steady_clock::now() >= deadline) {
+    if (status.ok() || !last_error_busy_ || std::chrono::steady_clock::now() >= deadline) {
       return status;
     }
     // BUSY despite busy_timeout (e.g. WAL recovery by another connection): back off.

@@ -19,14 +19,18 @@ bool SameFile(const std::string& a, const std::string& b) {
 // The first RunInfo field that differs, "" when none but state/finished_at do.
 std::string ProvenanceDifference(const RunInfo& a, const RunInfo& b) {
   const std::pair<const char*, std::pair<const std::string*, const std::string*>> fields[] = {
-      {"started_at", {&a.started_at, &b.started_at}}, {"host", {&a.host, &b.host}},
+      {"started_at", {&a.started_at, &b.started_at}},
+      {"host", {&a.host, &b.host}},
       {"git_sha", {&a.git_sha, &b.git_sha}},
       {"framegate_version", {&a.framegate_version, &b.framegate_version}},
       {"libtorch_version", {&a.libtorch_version, &b.libtorch_version}},
-      {"cuda_version", {&a.cuda_version, &b.cuda_version}}, {"blas", {&a.blas, &b.blas}},
-      {"tags", {&a.tags, &b.tags}}, {"matrix_path", {&a.matrix_path, &b.matrix_path}},
+      {"cuda_version", {&a.cuda_version, &b.cuda_version}},
+      {"blas", {&a.blas, &b.blas}},
+      {"tags", {&a.tags, &b.tags}},
+      {"matrix_path", {&a.matrix_path, &b.matrix_path}},
       {"matrix_sha256", {&a.matrix_sha256, &b.matrix_sha256}},
-      {"command", {&a.command, &b.command}}, {"shard", {&a.shard, &b.shard}}};
+      {"command", {&a.command, &b.command}},
+      {"shard", {&a.shard, &b.shard}}};
   for (const auto& [name, values] : fields) {
     if (*values.first != *values.second) {
       return std::string(name) + " '" + *values.first + "' vs '" + *values.second + "'";
@@ -47,8 +51,7 @@ std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b) {
 }
 
 // Adds the run and its devices, or reconciles them with the output's.
-Status MergeRunRow(ResultStore& out, const std::string& input, const RunRecord& in,
-                   MergeCounts* counts) {
+Status MergeRunRow(ResultStore& out, const std::string& input, const RunRecord& in, MergeCounts* counts) {
   StatusOr<RunInfo> existing = out.LoadRunInfo(in.info.run_id);
   if (!existing.ok() && existing.status().code() != Status::Code::kNotFound) {
     return existing.status();
@@ -65,9 +68,8 @@ Status MergeRunRow(ResultStore& out, const std::string& input, const RunRecord& 
       ++counts->runs_updated;
       FG_RETURN_IF_ERROR(UpsertRun(db, in.info));
     } else if (existing->state != in.info.state || existing->finished_at != in.info.finished_at) {
-      counts->conflicts.push_back(input + ": run " + in.info.run_id + ": state " +
-                                  existing->state + " vs " + in.info.state +
-                                  " (output vs input); kept the output's");
+      counts->conflicts.push_back(input + ": run " + in.info.run_id + ": state " + existing->state + " vs " +
+                                  in.info.state + " (output vs input); kept the output's");
     }
     StatusOr<std::vector<DeviceInfo>> have = ReadDevices(db, in.info.run_id);
     if (!have.ok()) return have.status();
@@ -79,11 +81,9 @@ Status MergeRunRow(ResultStore& out, const std::string& input, const RunRecord& 
       if (found == by_name.end()) {
         added.push_back(d);
       } else if (found->second->name != d.name || found->second->driver != d.driver ||
-                 found->second->capability != d.capability ||
-                 found->second->memory_bytes != d.memory_bytes) {
-        counts->conflicts.push_back(input + ": run " + in.info.run_id + " device " + d.device +
-                                    ": '" + found->second->name + "' vs '" + d.name +
-                                    "'; kept the output's");
+                 found->second->capability != d.capability || found->second->memory_bytes != d.memory_bytes) {
+        counts->conflicts.push_back(input + ": run " + in.info.run_id + " device " + d.device + ": '" +
+                                    found->second->name + "' vs '" + d.name + "'; kept the output's");
       }
     }
     counts->devices_added += static_cast<int>(added.size());
@@ -91,8 +91,7 @@ Status MergeRunRow(ResultStore& out, const std::string& input, const RunRecord& 
   });
 }
 
-Status MergeCells(ResultStore& out, const std::string& input, const RunRecord& in,
-                  MergeCounts* counts) {
+Status MergeCells(ResultStore& out, const std::string& input, const RunRecord& in, MergeCounts* counts) {
   std::map<std::string, std::string> have;  // cell id -> its JSON
   StatusOr<RunRecord> existing = out.LoadRun(in.info.run_id);
   if (!existing.ok()) return existing.status();
@@ -105,11 +104,10 @@ Status MergeCells(ResultStore& out, const std::string& input, const RunRecord& i
     } else if (found->second == CellResultToJson(r).dump()) {
       ++counts->cells_identical;
     } else {
-      counts->conflicts.push_back(input + ": run " + in.info.run_id + " cell " + r.cell.Id() +
-                                  " (" + r.cell.Label() + "): " +
-                                  FirstDifference(nlohmann::json::parse(found->second),
-                                                  CellResultToJson(r)) +
-                                  " (output vs input); kept the output's");
+      counts->conflicts.push_back(
+          input + ": run " + in.info.run_id + " cell " + r.cell.Id() + " (" + r.cell.Label() +
+          "): " + FirstDifference(nlohmann::json::parse(found->second), CellResultToJson(r)) +
+          " (output vs input); kept the output's");
     }
   }
   counts->cells_added += static_cast<int>(added.size());
@@ -117,8 +115,7 @@ Status MergeCells(ResultStore& out, const std::string& input, const RunRecord& i
   return out.RecordCells(in.info.run_id, added);
 }
 
-Status MergeGoldens(ResultStore& out, ResultStore& in, const std::string& input,
-                    MergeCounts* counts) {
+Status MergeGoldens(ResultStore& out, ResultStore& in, const std::string& input, MergeCounts* counts) {
   StatusOr<std::vector<GoldenRecord>> theirs = in.ListGoldens();
   StatusOr<std::vector<GoldenRecord>> ours = out.ListGoldens();
   if (!theirs.ok()) return theirs.status();
@@ -144,8 +141,7 @@ Status MergeStore(ResultStore& out, const std::string& input, MergeCounts* count
   if (SameFile(out.path(), input)) {
     return Status::InvalidInput(input + ": is the output database itself");
   }
-  StatusOr<std::unique_ptr<ResultStore>> in =
-      ResultStore::Open(input, ResultStore::OpenMode::kReadOnly);
+  StatusOr<std::unique_ptr<ResultStore>> in = ResultStore::Open(input, ResultStore::OpenMode::kReadOnly);
   if (!in.ok()) return in.status();
   StatusOr<std::vector<RunInfo>> runs = (*in)->ListRuns();
   if (!runs.ok()) return runs.status();

@@ -31,8 +31,7 @@ std::string Contents(const std::string& path) {
   for (const char* sql :
        {"SELECT * FROM runs ORDER BY run_id", "SELECT * FROM devices ORDER BY run_id, device",
         "SELECT * FROM cells ORDER BY id", "SELECT * FROM metrics ORDER BY cell_row",
-        "SELECT * FROM samples ORDER BY cell_row, kind, idx",
-        "SELECT * FROM probes ORDER BY cell_row, idx",
+        "SELECT * FROM samples ORDER BY cell_row, kind, idx", "SELECT * FROM probes ORDER BY cell_row, idx",
         "SELECT * FROM advice ORDER BY cell_row",
         "SELECT path, sha256, config, provenance FROM goldens ORDER BY path"}) {
     auto stmt = (*db)->Prepare(sql);
@@ -120,14 +119,14 @@ TEST(StoreMergeTest, AdviceAndTheErrorPlaceSurviveAMerge) {
   advised.first_nonfinite = {true, 0, "denoiser.blocks.0.attn", "aten::exp", {1, 0}};
   advised.observed = "12 module calls, 40 ops watched";
   advised.probes[0].sqnr_db = 33.5;
-  advised.advice = Advice{CellStatus::kError,
-                          CellStatus::kPass,
-                          {"denoiser.embed"},
-                          "fp8-islands",
-                          "[policy.fp8-islands]\nfp32_modules = [\"denoiser.embed\"]\n",
-                          0.02,
-                          {{{}, CellStatus::kError, "dtype_mismatch"},
-                           {{"denoiser.embed"}, CellStatus::kPass, ""}}};
+  advised.advice =
+      Advice{CellStatus::kError,
+             CellStatus::kPass,
+             {"denoiser.embed"},
+             "fp8-islands",
+             "[policy.fp8-islands]\nfp32_modules = [\"denoiser.embed\"]\n",
+             0.02,
+             {{{}, CellStatus::kError, "dtype_mismatch"}, {{"denoiser.embed"}, CellStatus::kPass, ""}}};
   {
     auto s = ResultStore::Open(shard.path());
     ASSERT_TRUE((*s)->RecordCell("run-1", advised).ok());
@@ -137,9 +136,10 @@ TEST(StoreMergeTest, AdviceAndTheErrorPlaceSurviveAMerge) {
   ASSERT_TRUE(MergeStore(**store, shard.path(), &counts).ok());
   EXPECT_EQ(counts.cells_added, 2);
   EXPECT_EQ(QueryInt(out.path(), "SELECT count(*) FROM advice"), 1);
-  EXPECT_EQ(QueryInt(out.path(), "SELECT count(*) FROM cells WHERE error_module = "
-                                 "'denoiser.embed.time_mlp.0' AND error_op = 'aten::linear' "
-                                 "AND nonfinite_op = 'aten::exp' AND policy_file != ''"),
+  EXPECT_EQ(QueryInt(out.path(),
+                     "SELECT count(*) FROM cells WHERE error_module = "
+                     "'denoiser.embed.time_mlp.0' AND error_op = 'aten::linear' "
+                     "AND nonfinite_op = 'aten::exp' AND policy_file != ''"),
             1);
   StatusOr<RunRecord> run = (*store)->LoadRun("run-1");
   ASSERT_TRUE(run.ok());

@@ -29,8 +29,7 @@ CellResult SyntheticCellResult(int index, const std::string& device, uint64_t va
   r.policy_used = r.cell.policy;
   r.status = CellStatus::kPass;
   r.golden = "golden/tiny-seed" + std::to_string(index) + ".safetensors";
-  r.repro = "framegate check --size tiny --policy " + r.cell.policy + " --seed " +
-            std::to_string(index);
+  r.repro = "framegate check --size tiny --policy " + r.cell.policy + " --seed " + std::to_string(index);
   const double noise = Unit(static_cast<uint64_t>(index), variant);
   ComparisonMetrics m;
   for (int f = 0; f < shape.frames; ++f) {
@@ -51,8 +50,8 @@ CellResult SyntheticCellResult(int index, const std::string& device, uint64_t va
   r.health.frames.assign(static_cast<size_t>(shape.frames), FrameDefect::kNone);
   for (int p = 0; p < shape.probes; ++p) {
     const double absmax = 1000.0 * (p + 1);
-    r.probes.push_back({"blocks." + std::to_string(p) + ".ff", "float16", absmax, 0.0, 1e-4,
-                        std::log2(65504.0 / absmax)});
+    r.probes.push_back(
+        {"blocks." + std::to_string(p) + ".ff", "float16", absmax, 0.0, 1e-4, std::log2(65504.0 / absmax)});
   }
   r.timings.warmup = 1;
   r.timings.load_seconds = 0.2;

@@ -5,8 +5,7 @@
 
 // LibTorch versions that added a switch (see the table in the header).
 #define FRAMEGATE_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||            \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 #define FRAMEGATE_HAS_SDPA_MEM_EFFICIENT FRAMEGATE_TORCH_AT_LEAST(2, 0)
 #define FRAMEGATE_HAS_SDPA_CUDNN FRAMEGATE_TORCH_AT_LEAST(2, 4)
 #define FRAMEGATE_HAS_BF16_REDUCTION_SWITCH FRAMEGATE_TORCH_AT_LEAST(2, 0)
@@ -62,19 +61,18 @@ SdpaBackends CurrentSdpaBackends() {
 #if FRAMEGATE_HAS_SDPA_MEM_EFFICIENT
   in_force.mem_efficient = ctx.userEnabledMemEfficientSDP();
 #else
-  in_force.mem_efficient = false;  // 1.13: no memory-efficient kernel
+  in_force.mem_efficient = false;         // 1.13: no memory-efficient kernel
 #endif
 #if FRAMEGATE_HAS_SDPA_CUDNN
   in_force.cudnn = ctx.userEnabledCuDNNSDP();
 #else
-  in_force.cudnn = false;  // before 2.4: no cuDNN SDPA switch
+  in_force.cudnn = false;                 // before 2.4: no cuDNN SDPA switch
 #endif
   return in_force;
 }
 
 std::string CudaPrecisionFlags::ToString() const {
-  return std::string("tf32_cublas=") + (tf32_cublas ? "1" : "0") +
-         " tf32_cudnn=" + (tf32_cudnn ? "1" : "0") +
+  return std::string("tf32_cublas=") + (tf32_cublas ? "1" : "0") + " tf32_cudnn=" + (tf32_cudnn ? "1" : "0") +
          " fp16_reduction_cublas=" + (fp16_reduction_cublas ? "1" : "0") +
          " bf16_reduction_cublas=" + (bf16_reduction_cublas ? "1" : "0");
 }
