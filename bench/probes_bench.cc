@@ -37,7 +37,7 @@ void BM_TinyCell(benchmark::State& state, const std::string& policy, Probes mode
       on_step = [&](int, const at::Tensor& latents) { steps.push_back(CountNonfinite(latents)); };
     }
     StatusOr<PipelineOutcome> outcome = RunPipeline(spec, on_module, on_step);
-    if (!outcome.ok() || outcome->kind != PipelineOutcome::Kind::kFinished) {
+    if (!outcome.ok() || outcome->kind != RunEnd::kFinished) {
       state.SkipWithError("the tiny cell did not finish");
       return;
     }

@@ -22,11 +22,15 @@ std::string NonfiniteReason(const FrameHealth& h, const FirstNonfinite& first) {
 
 Verdict Decide(const VerdictInputs& in) {
   switch (in.run) {
-    case VerdictInputs::Run::kError:
+    case RunEnd::kError:
       return {CellStatus::kError, in.error.Reason(), ErrorClassName(in.error.cls)};
-    case VerdictInputs::Run::kUnsupported:
+    case RunEnd::kUnsupported:
       return {CellStatus::kUnsupported, in.unsupported, ""};
-    case VerdictInputs::Run::kFinished:
+    case RunEnd::kTimeout:
+      return {CellStatus::kTimeout, in.lost, ""};
+    case RunEnd::kCrash:
+      return {CellStatus::kCrash, in.lost, ""};
+    case RunEnd::kFinished:
       break;
   }
   assert(in.health != nullptr && in.first_nonfinite != nullptr);
@@ -56,6 +60,16 @@ Verdict DecideVerdict(const VerdictInputs& in) {
   Verdict v = Decide(in);
   v.status = ApplyExpectedFailure(v.status, in.expected_to_fail);
   return v;
+}
+
+CellResult JudgedResult(const Cell& cell, const Verdict& verdict) {
+  CellResult r;
+  r.cell = cell;
+  r.policy_used = cell.policy;
+  r.status = verdict.status;
+  r.reason = verdict.reason;
+  r.error_class = verdict.error_class;
+  return r;
 }
 
 }  // namespace framegate

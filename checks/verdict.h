@@ -1,13 +1,16 @@
-// The verdict: one function decides a cell's status and reason from what the run
-// produced. Order (first match wins):
-//   1. the pipeline raised            -> ERROR "<error class>: <message> (in <module>)"
-//   2. the device cannot run it       -> UNSUPPORTED "<why>"
-//   3. NaN/Inf in latents or frames   -> NONFINITE "NaN at step S in <module>" (first seen)
-//   4. black/white/uniform/frozen     -> BROKEN_FRAMES "<kind>: N of T frames"
-//   5. no golden to compare with      -> UNRESOLVED "<why> (make it: <command>)"
-//   6. a tolerance bound broken       -> FAIL "<metric> <value> < <bound>"
-//   7. otherwise                      -> PASS
-// then expected failures flip (ApplyExpectedFailure), the reason kept.
+// The verdict: the one function that decides a cell's status and reason from how its run
+// ended and what it produced. Nothing else assigns ERROR, UNSUPPORTED, TIMEOUT or CRASH.
+// Order (first match wins):
+//   1. the process hung               -> TIMEOUT "<what happened>"
+//   2. the process died               -> CRASH "<signal or exit code>: <last stderr line>"
+//   3. the pipeline raised            -> ERROR "<error class>: <message> (in <module>)"
+//   4. the device cannot run it       -> UNSUPPORTED "<why>"
+//   5. NaN/Inf in latents or frames   -> NONFINITE "NaN at step S in <module>" (first seen)
+//   6. black/white/uniform/frozen     -> BROKEN_FRAMES "<kind>: N of T frames"
+//   7. no golden to compare with      -> UNRESOLVED "<why> (make it: <command>)"
+//   8. a tolerance bound broken       -> FAIL "<metric> <value> < <bound>"
+//   9. otherwise                      -> PASS
+// then expected failures flip (ApplyExpectedFailure), once, the reason kept.
 #pragma once
 
 #include <string>
@@ -19,10 +22,10 @@
 namespace framegate {
 
 struct VerdictInputs {
-  enum class Run { kFinished, kError, kUnsupported };
-  Run run = Run::kFinished;
+  RunEnd run = RunEnd::kFinished;
   ClassifiedError error;                            // kError
   std::string unsupported;                          // kUnsupported
+  std::string lost;                                 // kTimeout, kCrash: what happened to the process
   const FrameHealth* health = nullptr;              // kFinished
   const FirstNonfinite* first_nonfinite = nullptr;  // kFinished
   const ComparisonMetrics* metrics = nullptr;       // null when there is no golden
@@ -38,5 +41,10 @@ struct Verdict {
 };
 
 Verdict DecideVerdict(const VerdictInputs& in);
+
+// The result of `cell` that carries only a verdict (a cell that did not run, or whose
+// process ended without a result): status, reason and error class from `verdict`, the
+// policy used the cell's.
+CellResult JudgedResult(const Cell& cell, const Verdict& verdict);
 
 }  // namespace framegate

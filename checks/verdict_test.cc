@@ -55,19 +55,59 @@ TEST_F(VerdictTest, HealthComesBeforeToleranceAndNonfiniteBeforeBroken) {
 
 TEST_F(VerdictTest, ErrorUnsupportedAndUnresolved) {
   VerdictInputs in;
-  in.run = VerdictInputs::Run::kError;
+  in.run = RunEnd::kError;
   in.error = ClassifyError("mat1 and mat2 must have the same dtype", "time_embed.0");
   Verdict v = DecideVerdict(in);
   EXPECT_EQ(v.status, CellStatus::kError);
   EXPECT_EQ(v.error_class, "dtype_mismatch");
   EXPECT_EQ(v.reason.rfind("dtype_mismatch: mat1 and mat2 must have the same dtype", 0), 0u);
-  in.run = VerdictInputs::Run::kUnsupported;
+  in.run = RunEnd::kUnsupported;
   in.unsupported = "no fp16 conv on the CPU";
   EXPECT_EQ(DecideVerdict(in).status, CellStatus::kUnsupported);
   VerdictInputs no_golden = Finished();
   no_golden.metrics = nullptr;
   no_golden.unresolved = "no golden";
   EXPECT_EQ(DecideVerdict(no_golden).status, CellStatus::kUnresolved);
+}
+
+TEST_F(VerdictTest, LostProcessesAndHarnessErrorsFlipOnceWhenExpectedToFail) {
+  VerdictInputs timeout;
+  timeout.run = RunEnd::kTimeout;
+  timeout.lost = "no result before the timeout";
+  Verdict v = DecideVerdict(timeout);
+  EXPECT_EQ(v.status, CellStatus::kTimeout);
+  EXPECT_EQ(v.reason, "no result before the timeout");
+  VerdictInputs crash;
+  crash.run = RunEnd::kCrash;
+  crash.lost = "killed by SIGSEGV (11)";
+  EXPECT_EQ(DecideVerdict(crash).status, CellStatus::kCrash);
+  crash.expected_to_fail = true;
+  EXPECT_EQ(DecideVerdict(crash).status, CellStatus::kXfail);
+  VerdictInputs bad_input;
+  bad_input.run = RunEnd::kError;
+  bad_input.error.message = "golden/x.safetensors: truncated";
+  bad_input.expected_to_fail = true;
+  v = DecideVerdict(bad_input);
+  EXPECT_EQ(v.status, CellStatus::kXfail);
+  EXPECT_EQ(v.error_class, "other");
+  VerdictInputs unsupported;
+  unsupported.run = RunEnd::kUnsupported;
+  unsupported.unsupported = "no GPU";
+  unsupported.expected_to_fail = true;
+  EXPECT_EQ(DecideVerdict(unsupported).status, CellStatus::kUnsupported);  // not judged: no flip
+}
+
+TEST_F(VerdictTest, JudgedResultCarriesTheVerdict) {
+  Cell cell;
+  cell.policy = "bf16";
+  VerdictInputs crash;
+  crash.run = RunEnd::kCrash;
+  crash.lost = "exited with code 3 without a result";
+  const CellResult r = JudgedResult(cell, DecideVerdict(crash));
+  EXPECT_EQ(r.status, CellStatus::kCrash);
+  EXPECT_EQ(r.reason, "exited with code 3 without a result");
+  EXPECT_EQ(r.policy_used, "bf16");
+  EXPECT_EQ(r.cell.Id(), cell.Id());
 }
 
 }  // namespace

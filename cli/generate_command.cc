@@ -59,11 +59,11 @@ int RunGenerate(const GenerateOptions& o) {
   }
   StatusOr<PipelineOutcome> outcome = RunPipeline(*spec, observer);
   if (!outcome.ok()) return ReportError(outcome.status());
-  if (outcome->kind == PipelineOutcome::Kind::kUnsupported) {
+  if (outcome->kind == RunEnd::kUnsupported) {
     std::cerr << "framegate: unsupported: " << outcome->unsupported << "\n";
     return kExitFailed;
   }
-  if (outcome->kind == PipelineOutcome::Kind::kError) {
+  if (outcome->kind == RunEnd::kError) {
     std::cerr << "framegate: error: " << outcome->error.Reason() << "\n";
     return kExitFailed;
   }

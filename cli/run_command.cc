@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checks/verdict.h"
 #include "cli/command.h"
 #include "cli/command_table.h"
 #include "cli/output_file.h"
@@ -171,11 +172,11 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
       to_run.push_back(c);
       continue;
     }
-    CellResult r;
-    r.cell = c;
-    r.policy_used = c.policy;
-    r.status = CellStatus::kUnsupported;
-    r.reason = unsupported;
+    VerdictInputs in;
+    in.run = RunEnd::kUnsupported;
+    in.unsupported = unsupported;
+    in.expected_to_fail = c.expected_to_fail();
+    CellResult r = JudgedResult(c, DecideVerdict(in));
     r.repro = CheckCommandFor(c, o.golden_dir);
     const Status s = record(r);
     if (!s.ok()) return ReportError(s);

@@ -108,10 +108,10 @@ StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec, const std::str
   if (!key.ok()) return key.status();
   StatusOr<PipelineOutcome> outcome = RunPipeline(spec);
   if (!outcome.ok()) return outcome.status();
-  if (outcome->kind != PipelineOutcome::Kind::kFinished) {
-    return Status::Internal(
-        "the FP32 reference run failed: " +
-        (outcome->kind == PipelineOutcome::Kind::kError ? outcome->error.Reason() : outcome->unsupported));
+  if (outcome->kind != RunEnd::kFinished) {
+    return Status::Internal("the FP32 reference run failed: " + (outcome->kind == RunEnd::kError
+                                                                     ? outcome->error.Reason()
+                                                                     : outcome->unsupported));
   }
   const GenerationResult& result = outcome->result;
   if (!at::isfinite(result.decoded).all().item<bool>() || !at::isfinite(result.latents).all().item<bool>()) {

@@ -18,6 +18,17 @@
 
 namespace framegate {
 
+// How a cell's run ended, before it is judged: the pipeline reports the first three, the
+// runner the last two for a cell process that ended without a result. DecideVerdict
+// (checks/verdict.h) turns it, with what the run produced, into the CellStatus.
+enum class RunEnd {
+  kFinished,     // the pipeline produced frames
+  kError,        // the pipeline raised (a classified error)
+  kUnsupported,  // the device cannot run the policy
+  kTimeout,      // the cell's process ran past its timeout and was killed
+  kCrash,        // the cell's process died (signal or exit) without a result
+};
+
 enum class CellStatus {
   kPass,
   kFail,

@@ -34,36 +34,36 @@ TEST(FaultCaseTest, NamesRoundTrip) {
 
 TEST(FaultCaseTest, F1TimeEmbedLeftInFp32RaisesDtypeMismatchInTimeEmbed) {
   const PipelineOutcome o = RunTiny("bf16", FaultCase::kTimeEmbedFp32, 1);
-  ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
+  ASSERT_EQ(o.kind, RunEnd::kError);
   EXPECT_EQ(o.error.cls, ErrorClass::kDtypeMismatch);
   EXPECT_NE(o.error.message.find("mat1 and mat2 must have the same dtype"), std::string::npos);
   EXPECT_EQ(o.error.module, "time_embed.0");
-  EXPECT_EQ(RunTiny("fp32", FaultCase::kTimeEmbedFp32, 1).kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_EQ(RunTiny("fp32", FaultCase::kTimeEmbedFp32, 1).kind, RunEnd::kFinished);
 }
 
 TEST(FaultCaseTest, F4Fp32InputIntoBf16Conv3dRaisesDtypeMismatchInPatchEmbed) {
   const PipelineOutcome o = RunTiny("bf16", FaultCase::kInputFp32, 1);
-  ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
+  ASSERT_EQ(o.kind, RunEnd::kError);
   EXPECT_EQ(o.error.cls, ErrorClass::kDtypeMismatch);
   EXPECT_EQ(o.error.module, "patch_embed");
 }
 
 TEST(FaultCaseTest, F5Fp8WithoutUpcastIsRefusedAsFp8Promotion) {
   const PipelineOutcome o = RunTiny("fp8e4m3-bf16", FaultCase::kFp8NoUpcast, 1);
-  ASSERT_EQ(o.kind, PipelineOutcome::Kind::kError);
+  ASSERT_EQ(o.kind, RunEnd::kError);
   EXPECT_EQ(o.error.cls, ErrorClass::kFp8Promotion);
   EXPECT_NE(o.error.message.find("Float8_e4m3fn"), std::string::npos);
   // The remedy: the same storage with the upcast at use runs.
-  EXPECT_EQ(RunTiny("fp8e4m3-bf16", FaultCase::kNone, 1).kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_EQ(RunTiny("fp8e4m3-bf16", FaultCase::kNone, 1).kind, RunEnd::kFinished);
 }
 
 TEST(FaultCaseTest, F2AttentionOverflowIsNonFiniteUnderFp16AndFineInBf16AndFp32) {
   const PipelineOutcome fp16 = RunTiny("fp16-emulated", FaultCase::kAttnOverflow);
-  ASSERT_EQ(fp16.kind, PipelineOutcome::Kind::kFinished);
+  ASSERT_EQ(fp16.kind, RunEnd::kFinished);
   EXPECT_FALSE(AllFinite(fp16));
   for (const char* remedy : {"bf16", "fp32"}) {
     const PipelineOutcome ok = RunTiny(remedy, FaultCase::kAttnOverflow);
-    ASSERT_EQ(ok.kind, PipelineOutcome::Kind::kFinished) << remedy;
+    ASSERT_EQ(ok.kind, RunEnd::kFinished) << remedy;
     EXPECT_TRUE(AllFinite(ok)) << remedy;
   }
 }
@@ -72,11 +72,11 @@ TEST(FaultCaseTest, F2AccumulationIsNonFiniteWithFp16AccumulationOnlyAtTheSameDt
   // Same storage and compute (FP16 emulated); only the accumulation differs.
   const PipelineOutcome fp16_accumulation =
       RunTiny("fp16-emulated-fp16-accum", FaultCase::kAttnFp16Accumulation);
-  ASSERT_EQ(fp16_accumulation.kind, PipelineOutcome::Kind::kFinished);
+  ASSERT_EQ(fp16_accumulation.kind, RunEnd::kFinished);
   EXPECT_FALSE(AllFinite(fp16_accumulation));
   for (const char* fine : {"fp16-emulated", "fp32"}) {
     const PipelineOutcome ok = RunTiny(fine, FaultCase::kAttnFp16Accumulation);
-    ASSERT_EQ(ok.kind, PipelineOutcome::Kind::kFinished) << fine;
+    ASSERT_EQ(ok.kind, RunEnd::kFinished) << fine;
     EXPECT_TRUE(AllFinite(ok)) << fine;
   }
   // The healthy model accumulates in FP16 without harm.
@@ -85,10 +85,10 @@ TEST(FaultCaseTest, F2AccumulationIsNonFiniteWithFp16AccumulationOnlyAtTheSameDt
 
 TEST(FaultCaseTest, F3ActivationOverflowIsNonFiniteUnderFp16AndFineInBf16) {
   const PipelineOutcome fp16 = RunTiny("fp16-emulated", FaultCase::kActivationOverflow);
-  ASSERT_EQ(fp16.kind, PipelineOutcome::Kind::kFinished);
+  ASSERT_EQ(fp16.kind, RunEnd::kFinished);
   EXPECT_FALSE(AllFinite(fp16));
   const PipelineOutcome bf16 = RunTiny("bf16", FaultCase::kActivationOverflow);
-  ASSERT_EQ(bf16.kind, PipelineOutcome::Kind::kFinished);
+  ASSERT_EQ(bf16.kind, RunEnd::kFinished);
   EXPECT_TRUE(AllFinite(bf16));
 }
 
@@ -97,12 +97,12 @@ TEST(PolicyRunTest, EveryPresetRunsTinyOrIsUnsupportedNamingTheOp) {
     const PipelineOutcome o = RunTiny(policy.name, FaultCase::kNone, 2);
     if (policy.compute == c10::kHalf) {
       // LibTorch 1.13 has no FP16 convolution/matmul on the CPU.
-      ASSERT_EQ(o.kind, PipelineOutcome::Kind::kUnsupported) << policy.name;
+      ASSERT_EQ(o.kind, RunEnd::kUnsupported) << policy.name;
       EXPECT_EQ(o.error.cls, ErrorClass::kUnsupportedOp);
       EXPECT_NE(o.unsupported.find("not implemented for 'Half'"), std::string::npos);
       EXPECT_FALSE(o.error.op.empty());
     } else {
-      ASSERT_EQ(o.kind, PipelineOutcome::Kind::kFinished) << policy.name << ": " << o.error.Reason();
+      ASSERT_EQ(o.kind, RunEnd::kFinished) << policy.name << ": " << o.error.Reason();
       EXPECT_TRUE(AllFinite(o)) << policy.name;
       EXPECT_EQ(o.result.frames.size(0), 8);
     }
@@ -122,12 +122,12 @@ TEST(PolicyRunTest, TheCpuHasOnlyTheMathAttentionPathAndSaysSo) {
   spec.policy.attention_backend = "flash";
   StatusOr<PipelineOutcome> flash = RunPipeline(spec);
   ASSERT_TRUE(flash.ok());
-  EXPECT_EQ(flash->kind, PipelineOutcome::Kind::kUnsupported);
+  EXPECT_EQ(flash->kind, RunEnd::kUnsupported);
   EXPECT_EQ(flash->unsupported, "attention backend 'flash': the CPU build has only the math attention path");
   spec.policy.attention_backend = "math";
   StatusOr<PipelineOutcome> math = RunPipeline(spec);
   ASSERT_TRUE(math.ok());
-  EXPECT_EQ(math->kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_EQ(math->kind, RunEnd::kFinished);
   EXPECT_EQ(math->observed, "attention: math (the CPU build's only path)");
 }
 

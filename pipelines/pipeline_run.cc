@@ -156,7 +156,7 @@ Status BuildModel(const PipelineSpec& spec, c10::Device device, ModelCache::Entr
         // A package that cannot run this policy here (no fp16 kernels) is not broken.
         const ClassifiedError e = ClassifyError(loaded.status().message());
         if (e.cls != ErrorClass::kUnsupportedOp) return loaded.status();
-        outcome.kind = PipelineOutcome::Kind::kUnsupported;
+        outcome.kind = RunEnd::kUnsupported;
         outcome.error = e;
         outcome.unsupported = e.Reason();
         return Status::Ok();
@@ -175,7 +175,7 @@ Status BuildModel(const PipelineSpec& spec, c10::Device device, ModelCache::Entr
       ReferenceModel::Create(*size, spec.policy, device, spec.weight_seed, spec.fault);
   if (!created.ok()) {
     if (created.status().code() != Status::Code::kUnsupported) return created.status();
-    outcome.kind = PipelineOutcome::Kind::kUnsupported;
+    outcome.kind = RunEnd::kUnsupported;
     outcome.unsupported = created.status().message();
     return Status::Ok();
   }
@@ -194,7 +194,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   PipelineOutcome outcome;
   const DeviceNumerics numerics = ApplyDeviceNumerics(spec.policy, *device);
   if (!numerics.unsupported.empty()) {
-    outcome.kind = PipelineOutcome::Kind::kUnsupported;
+    outcome.kind = RunEnd::kUnsupported;
     outcome.unsupported = numerics.unsupported;
     outcome.pipeline = spec.PipelineName();
     return outcome;
@@ -208,7 +208,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   } else {
     built.key = key;
     FG_RETURN_IF_ERROR(BuildModel(spec, *device, built, outcome));
-    if (outcome.kind == PipelineOutcome::Kind::kUnsupported) return outcome;
+    if (outcome.kind == RunEnd::kUnsupported) return outcome;
     if (models != nullptr) models->CountBuild();
   }
   VideoModel& model = *built.model;
@@ -225,13 +225,12 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
     outcome.result = Generate(model, outcome.sampler, spec.seed, on_step);
     threw = false;
   } catch (const std::bad_alloc&) {
-    outcome.kind = PipelineOutcome::Kind::kError;
+    outcome.kind = RunEnd::kError;
     outcome.error = ClassifyError("bad_alloc: out of memory", model.CurrentModule(), model.CurrentOp());
   } catch (const std::exception& e) {  // c10::Error, TorchScript interpreter errors
     outcome.error = ClassifyError(e.what(), model.CurrentModule(), model.CurrentOp());
-    outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp ? PipelineOutcome::Kind::kUnsupported
-                                                                   : PipelineOutcome::Kind::kError;
-    if (outcome.kind == PipelineOutcome::Kind::kUnsupported) outcome.unsupported = outcome.error.Reason();
+    outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp ? RunEnd::kUnsupported : RunEnd::kError;
+    if (outcome.kind == RunEnd::kUnsupported) outcome.unsupported = outcome.error.Reason();
   }
   model.SetObserver(nullptr);
   if (models != nullptr && !threw) models->Keep(std::move(built));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/cell_status.h"
 #include "harness/error_class.h"
 #include "harness/status.h"
 #include "pipelines/dtype_policy.h"
@@ -32,15 +33,14 @@ struct PipelineSpec {
 };
 
 struct PipelineOutcome {
-  enum class Kind { kFinished, kError, kUnsupported };
-  Kind kind = Kind::kFinished;
-  ClassifiedError error;     // kError (and kUnsupported from an unsupported op)
-  std::string unsupported;   // kUnsupported: why the device cannot run it
-  GenerationResult result;   // kFinished
-  std::string pipeline;      // "reference:tiny", "model:crosscheck"
-  SamplerConfig sampler;     // what ran
-  double load_seconds = 0;   // model creation and placement
-  int64_t weight_bytes = 0;  // bytes of the stored weights on the device
+  RunEnd kind = RunEnd::kFinished;  // kFinished, kError or kUnsupported
+  ClassifiedError error;            // kError (and kUnsupported from an unsupported op)
+  std::string unsupported;          // kUnsupported: why the device cannot run it
+  GenerationResult result;          // kFinished
+  std::string pipeline;             // "reference:tiny", "model:crosscheck"
+  SamplerConfig sampler;            // what ran
+  double load_seconds = 0;          // model creation and placement
+  int64_t weight_bytes = 0;         // bytes of the stored weights on the device
   int64_t parameters = 0;
   std::string observed;  // VideoModel::ObservedSummary(): "" when everything is seen
 };

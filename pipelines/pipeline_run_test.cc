@@ -19,7 +19,7 @@ PipelineSpec TinySpec(const DtypePolicy& policy, uint64_t seed) {
 at::Tensor Frames(const PipelineSpec& spec, ModelCache* models) {
   StatusOr<PipelineOutcome> outcome = RunPipeline(spec, nullptr, nullptr, models);
   EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
-  EXPECT_EQ(outcome->kind, PipelineOutcome::Kind::kFinished);
+  EXPECT_EQ(outcome->kind, RunEnd::kFinished);
   return outcome->result.frames;
 }
 

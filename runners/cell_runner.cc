@@ -93,7 +93,7 @@ StatusOr<double> Fp64ErrorRatio(const PipelineSpec& spec, const at::Tensor& cand
   fp64.device = "cpu";
   StatusOr<PipelineOutcome> ref = RunPipeline(fp64);
   if (!ref.ok()) return ref.status();
-  if (ref->kind != PipelineOutcome::Kind::kFinished) {
+  if (ref->kind != RunEnd::kFinished) {
     return Status::Internal("the FP64 reference run failed: " + ref->error.Reason() + ref->unsupported);
   }
   return RelL2(candidate, ref->result.frames) / RelL2(golden, ref->result.frames);
@@ -169,7 +169,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     fp32_outputs.KeepOutputsForSqnr();
     StatusOr<PipelineOutcome> reference = RunPipeline(fp32, watch(fp32_outputs), nullptr, models);
     if (!reference.ok()) return reference.status();
-    if (reference->kind == PipelineOutcome::Kind::kFinished) probes.CompareWith(&fp32_outputs);
+    if (reference->kind == RunEnd::kFinished) probes.CompareWith(&fp32_outputs);
   }
   std::vector<NonfiniteCount> step_counts;
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
@@ -186,11 +186,11 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   in.unresolved = golden->unresolved;
   in.first_nonfinite = &result.first_nonfinite;
   in.health = &result.health;
-  if (outcome->kind == PipelineOutcome::Kind::kError) {
-    in.run = VerdictInputs::Run::kError;
+  if (outcome->kind == RunEnd::kError) {
+    in.run = RunEnd::kError;
     in.error = outcome->error;
-  } else if (outcome->kind == PipelineOutcome::Kind::kUnsupported) {
-    in.run = VerdictInputs::Run::kUnsupported;
+  } else if (outcome->kind == RunEnd::kUnsupported) {
+    in.run = RunEnd::kUnsupported;
     in.unsupported = outcome->unsupported;
   } else {
     const GenerationResult& r = outcome->result;
@@ -228,7 +228,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     for (int i = 1; i < options.repeats; ++i) {
       StatusOr<PipelineOutcome> again = RunPipeline(*spec, nullptr, nullptr, models);
       if (!again.ok()) return again.status();
-      if (again->kind == PipelineOutcome::Kind::kFinished) {
+      if (again->kind == RunEnd::kFinished) {
         result.timings.generation_seconds.push_back(GenerationSeconds(again->result));
       }
     }

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checks/verdict.h"
 #include "harness/cell_result_json.h"
 #include "matrix/device_discovery.h"
 #include "pipelines/dtype_policy.h"
@@ -341,25 +342,23 @@ const char* SignalName(int sig) {
 
 CellResult ResultOfLostProcess(const Cell& cell, bool timed_out, int wait_status,
                                const std::string& last_stderr_line) {
-  CellResult r;
-  r.cell = cell;
-  r.policy_used = cell.policy;
+  VerdictInputs in;
+  in.expected_to_fail = cell.expected_to_fail();
   if (timed_out) {
-    r.status = CellStatus::kTimeout;
-    r.reason = "no result before the timeout; the process was killed";
+    in.run = RunEnd::kTimeout;
+    in.lost = "no result before the timeout; the process was killed";
   } else {
-    r.status = CellStatus::kCrash;
+    in.run = RunEnd::kCrash;
     if (WIFSIGNALED(wait_status)) {
       const int sig = WTERMSIG(wait_status);
-      r.reason = std::string("killed by ") + SignalName(sig) + " (" + std::to_string(sig) + ")";
-      if (sig == SIGKILL) r.reason += ", possibly the out-of-memory killer";
+      in.lost = std::string("killed by ") + SignalName(sig) + " (" + std::to_string(sig) + ")";
+      if (sig == SIGKILL) in.lost += ", possibly the out-of-memory killer";
     } else {
-      r.reason = "exited with code " + std::to_string(WEXITSTATUS(wait_status)) + " without a result";
+      in.lost = "exited with code " + std::to_string(WEXITSTATUS(wait_status)) + " without a result";
     }
-    if (!last_stderr_line.empty()) r.reason += ": " + last_stderr_line;
+    if (!last_stderr_line.empty()) in.lost += ": " + last_stderr_line;
   }
-  r.status = ApplyExpectedFailure(r.status, cell.expected_to_fail());
-  return r;
+  return JudgedResult(cell, DecideVerdict(in));
 }
 
 std::optional<CellIsolation> ParseCellIsolation(const std::string& name) {
@@ -460,10 +459,12 @@ StatusOr<MatrixRunSummary> RunCells(const std::vector<Cell>& cells, const CellPr
       } else if (!end->timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
         // Bad input the cell cannot be blamed for (a damaged golden, a broken package).
         summary.harness_error = true;
-        result.cell = ran;
-        result.status = CellStatus::kError;
-        result.error_class = "other";
-        result.reason = "other: " + last_line;
+        VerdictInputs in;
+        in.run = RunEnd::kError;
+        in.error.cls = ErrorClass::kOther;
+        in.error.message = last_line;
+        in.expected_to_fail = ran.expected_to_fail();
+        result = JudgedResult(ran, DecideVerdict(in));
       } else {
         result = ResultOfLostProcess(ran, end->timed_out, status, last_line);
       }
