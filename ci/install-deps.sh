@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything framegate needs on Debian 12. Idempotent: a second run installs nothing.
-# Usage: ci/install-deps.sh [--with-extras]   (extras: slurm, munge, chromium, xmllint, clang)
+# Usage: ci/install-deps.sh [--with-extras]   (extras: slurm, munge, chromium, xmllint, clang, clang-format)
 set -euo pipefail
 
 packages=(
@@ -11,7 +11,7 @@ packages=(
   python3 python3-numpy python3-pytest python3-torch python3-skimage
 )
 if [[ "${1:-}" == "--with-extras" ]]; then
-  packages+=(slurm-wlm munge chromium libxml2-utils clang libclang-rt-14-dev)
+  packages+=(slurm-wlm munge chromium libxml2-utils clang libclang-rt-14-dev clang-format)
   packages+=(libbenchmark-tools)  # Google Benchmark's compare.py, read by the report tests
 fi
 

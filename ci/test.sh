@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine -> installs what is needed, builds, and runs every test stage:
+#   format       every .cc/.h formatted as .clang-format says (ci/format_check.sh)
 #   ctest        every CTest test of build/ (unit, python, matrix, the include layers)
 #   sanitizers   the unit tests under ASan + UBSan (ci/sanitizers.sh, build-asan/)
 #   fuzz         each libFuzzer target for FRAMEGATE_FUZZ_SECONDS, default 60 (ci/fuzz.sh)
@@ -27,6 +28,7 @@ stage() {
 }
 
 stage install bash ci/install-deps.sh --with-extras
+stage format bash ci/format_check.sh
 stage build bash ci/build.sh
 stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
 stage cuda-compile bash ci/cuda_compile_check.sh

@@ -65,7 +65,9 @@ int RunCheck(const CheckOptions& o) {
     cell.tolerance = o.tolerance;
     cell.xfail = o.xfail;
     if (!o.artifacts_dir.empty()) run.artifacts_dir = o.artifacts_dir + "/" + cell.Id();
-    StatusOr<CellResult> result = RunCell(cell, run);
+    StatusOr<ResolvedCell> resolved = ResolveCell(cell);
+    if (!resolved.ok()) return ReportError(resolved.status());
+    StatusOr<CellResult> result = RunCell(*resolved, run);
     if (!result.ok()) return ReportError(result.status());
     const char* status = StatusName(result->status);
     ++counts[status];

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/command_table.h"
 #include "cli/output_file.h"
+#include "harness/cell_result_json.h"
 #include "matrix/cell_filter.h"
 #include "matrix/device_discovery.h"
 #include "matrix/matrix_spec.h"
@@ -26,26 +27,24 @@ struct ListOptions {
   std::string json_path;  // --json FILE ("-": stdout)
 };
 
-nlohmann::json CellToJson(const Cell& c, const std::string& unsupported) {
-  return {{"cell_id", c.Id()},          {"label", c.Label()},
-          {"pipeline", c.Pipeline()},   {"size", c.model_dir.empty() ? nlohmann::json(c.size) : nullptr},
-          {"model_dir", c.model_dir},   {"device", c.device},
-          {"policy", c.policy},         {"seed", c.seed},
-          {"fault", c.fault},           {"sampler", c.sampler},
-          {"steps", c.steps},           {"guidance", c.guidance},
-          {"tolerance", c.tolerance},   {"xfail", c.xfail},
-          {"requires", c.requirements}, {"unsupported", unsupported}};
+nlohmann::json ListedCellJson(const Cell& c, const std::string& unsupported) {
+  nlohmann::json j = CellToJson(c);
+  j["label"] = c.Label();
+  j["unsupported"] = unsupported;
+  return j;
 }
 
-// Sampler overrides and requirements, for the text table: "steps=4 requires=cuda".
+// The set fields the table has no column for, for its text: " sampler=euler steps=4
+// requires=cuda" (xfail is printed after them).
 std::string Extras(const Cell& c) {
-  std::ostringstream out;
-  if (!c.sampler.empty()) out << " sampler=" << c.sampler;
-  if (c.steps > 0) out << " steps=" << c.steps;
-  if (c.guidance > 0) out << " guidance=" << c.guidance;
-  if (!c.tolerance.empty()) out << " tolerance=" << c.tolerance;
-  for (size_t i = 0; i < c.requirements.size(); ++i) out << (i ? "+" : " requires=") << c.requirements[i];
-  return out.str().empty() ? "" : " " + out.str();
+  std::string text;
+  VisitCellFields(c, [&](const CellField& field, const auto& value) {
+    const std::string name = field.name;
+    const bool column = field.role == CellField::kPipeline || name == "device" || name == "policy" ||
+                        name == "seed" || name == "fault" || name == "xfail" || name == "policy_file";
+    if (!column && !IsUnset(field, value)) text += " " + name + "=" + FieldText(value);
+  });
+  return text.empty() ? "" : " " + text;
 }
 
 void PrintTable(const MatrixSpec& spec, const std::vector<Cell>& cells,
@@ -101,7 +100,7 @@ int RunList(const ListOptions& o) {
   if (o.json_path != "-") PrintTable(*spec, cells, unsupported, selection);
   if (o.json_path.empty()) return kExitOk;
   nlohmann::json rows = nlohmann::json::array();
-  for (size_t i = 0; i < cells.size(); ++i) rows.push_back(CellToJson(cells[i], unsupported[i]));
+  for (size_t i = 0; i < cells.size(); ++i) rows.push_back(ListedCellJson(cells[i], unsupported[i]));
   const nlohmann::json j = {{"matrix", spec->source},
                             {"name", spec->name},
                             {"description", spec->description},

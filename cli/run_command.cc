@@ -115,7 +115,7 @@ StatusOr<MatrixSpec> CellsToRun(const RunOptions& o, const std::vector<DeviceInf
   spec.name = "ad-hoc";
   spec.cells = o.pipeline.ToCells();
   for (const Cell& c : spec.cells) {
-    FG_RETURN_IF_ERROR(CheckCellNames(c));  // unknown names are usage errors
+    FG_RETURN_IF_ERROR(CheckCellResolves(c));  // unknown names are usage errors
   }
   return spec;
 }

@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/build_info.h"
+#include "harness/cell.h"
 #include "harness/sha256.h"
+#include "harness/shell_quote.h"
 #include "pipelines/model_package.h"
 
 namespace framegate {
@@ -86,18 +88,22 @@ StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec) {
 }
 
 std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) {
-  std::ostringstream cmd;
-  cmd << "framegate golden make "
-      << (spec.model_dir.empty() ? "--size " + spec.size : "--model " + spec.model_dir) << " --seed "
-      << spec.seed;
-  if (spec.weight_seed != 0) cmd << " --weight-seed " << spec.weight_seed;
-  if (spec.fault != FaultCase::kNone) cmd << " --fault " << FaultCaseName(spec.fault);
-  if (spec.sampler) {
-    cmd << " --sampler " << SamplerKindName(spec.sampler->kind) << " --steps " << spec.sampler->steps
-        << " --guidance " << spec.sampler->guidance;
+  std::vector<std::string> words = {"framegate", "golden", "make"};
+  if (spec.model_dir.empty()) {
+    words.insert(words.end(), {"--size", spec.size});
+  } else {
+    words.insert(words.end(), {"--model", spec.model_dir});
   }
-  cmd << " --golden-dir " << dir;
-  return cmd.str();
+  words.insert(words.end(), {"--seed", FieldText(spec.seed)});
+  if (spec.weight_seed != 0) words.insert(words.end(), {"--weight-seed", FieldText(spec.weight_seed)});
+  if (spec.fault != FaultCase::kNone) words.insert(words.end(), {"--fault", FaultCaseName(spec.fault)});
+  if (spec.sampler) {
+    words.insert(words.end(),
+                 {"--sampler", SamplerKindName(spec.sampler->kind), "--steps", FieldText(spec.sampler->steps),
+                  "--guidance", FieldText(spec.sampler->guidance)});
+  }
+  words.insert(words.end(), {"--golden-dir", dir});
+  return ShellCommand(words);
 }
 
 StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec, const std::string& command) const {

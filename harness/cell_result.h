@@ -80,7 +80,7 @@ struct ModuleProbe {
   double sqnr_db = std::numeric_limits<double>::quiet_NaN();
 };
 
-// The precision advisor's answer for a failing cell (`framegate advise`, docs/advise.md):
+// The precision advisor's answer for a failing cell (`framegate advise`, docs/diagnose.md):
 // the modules to keep in FP32 so that the cell passes, proven by a run.
 struct AdviceRun {
   std::vector<std::string> islands;  // module paths kept in FP32 in this run

@@ -160,39 +160,21 @@ Advice AdviceFromJson(const json& j) {
 }
 
 json CellToJson(const Cell& c) {
-  return {{"cell_id", c.Id()},
-          {"pipeline", c.Pipeline()},
-          {"size", c.model_dir.empty() ? json(c.size) : json(nullptr)},
-          {"model_dir", c.model_dir},
-          {"device", c.device},
-          {"policy", c.policy},
-          {"seed", c.seed},
-          {"fault", c.fault},
-          {"sampler", c.sampler},
-          {"steps", c.steps},
-          {"guidance", c.guidance},
-          {"tolerance", c.tolerance},
-          {"xfail", c.xfail},
-          {"policy_file", c.policy_file},
-          {"requires", c.requirements}};
+  json j = {{"cell_id", c.Id()}, {"pipeline", c.Pipeline()}};
+  VisitCellFields(c, [&](const CellField& field, const auto& value) { j[field.name] = value; });
+  if (!c.model_dir.empty()) j["size"] = nullptr;  // a package's cell has no reference size
+  return j;
 }
 
 StatusOr<Cell> CellFromJson(const json& j) {
   try {
     Cell c;
-    if (!j.at("size").is_null()) c.size = j.at("size").get<std::string>();
-    c.model_dir = j.at("model_dir").get<std::string>();
-    c.device = j.at("device").get<std::string>();
-    c.policy = j.at("policy").get<std::string>();
-    c.seed = j.at("seed").get<uint64_t>();
-    c.fault = j.at("fault").get<std::string>();
-    c.sampler = j.at("sampler").get<std::string>();
-    c.steps = j.at("steps").get<int>();
-    c.guidance = j.at("guidance").get<double>();
-    c.tolerance = j.at("tolerance").get<std::string>();
-    c.xfail = j.at("xfail").get<std::string>();
-    c.requirements = j.at("requires").get<std::vector<std::string>>();
-    c.policy_file = j.value("policy_file", "");
+    // A key left out (an older writer) keeps the default; the id check below catches an
+    // identity field that was lost.
+    VisitCellFields(c, [&](const CellField& field, auto& value) {
+      const auto v = j.find(field.name);
+      if (v != j.end() && !v->is_null()) v->get_to(value);
+    });
     if (j.at("cell_id").get<std::string>() != c.Id()) {
       return Status::InvalidInput("cell_id does not match the cell's fields");
     }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "harness/sha256.h"
 
 namespace framegate {
@@ -34,6 +36,36 @@ TEST(CellTest, ModelPackageIsNamedByItsFolder) {
   EXPECT_EQ(a.Pipeline(), "model:svd-lite");
   EXPECT_EQ(a.Id(), b.Id());
   EXPECT_EQ(a.Label(), "model:svd-lite cpu fp32 seed=0");
+}
+
+TEST(CellTest, ReproArgumentsComeFromTheFieldList) {
+  Cell cell;
+  cell.policy = "bf16";
+  cell.seed = 2;
+  cell.steps = 4;
+  cell.guidance = 7.5;
+  cell.xfail = "known";  // no flag: not in the command
+  EXPECT_EQ(CheckArgsFor(cell),
+            (std::vector<std::string>{"check", "--size", "tiny", "--device", "cpu", "--policy", "bf16",
+                                      "--seed", "2", "--steps", "4", "--guidance", "7.5"}));
+  cell.model_dir = "/m/pkg";
+  cell.policy_file = "/m/policies.toml";
+  cell.tolerance = "strict";
+  const std::vector<std::string> args = CheckArgsFor(cell);
+  EXPECT_EQ(args[1], "--model");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--size"), 0);
+  EXPECT_NE(std::find(args.begin(), args.end(), "--policy-file"), args.end());
+  EXPECT_NE(std::find(args.begin(), args.end(), "--tolerance"), args.end());
+}
+
+TEST(CellTest, VariantFieldsAreTheSetIdentityFieldsBesideDevicePolicyAndSeed) {
+  Cell cell;
+  EXPECT_TRUE(VariantFields(cell).empty());
+  cell.fault = "attn-overflow";
+  cell.steps = 3;
+  const std::vector<std::pair<std::string, std::string>> expected = {{"fault", "attn-overflow"},
+                                                                     {"steps", "3"}};
+  EXPECT_EQ(VariantFields(cell), expected);
 }
 
 }  // namespace

@@ -2,13 +2,18 @@
 
 #include <algorithm>
 #include <cassert>
-#include <sstream>
+#include <type_traits>
 
 namespace framegate {
 
 const std::vector<std::string>& IdentityKeys() {
-  static const std::vector<std::string> keys = {"pipeline", "device",  "policy", "fault",
-                                                "seed",     "sampler", "steps",  "guidance"};
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> names = {"pipeline"};  // size or model_dir
+    VisitCellFields(Cell{}, [&](const CellField& field, const auto&) {
+      if (field.role == CellField::kIdentity) names.push_back(field.name);
+    });
+    return names;
+  }();
   return keys;
 }
 
@@ -20,38 +25,27 @@ bool IsIdentityKey(const std::string& key) {
 std::string KeyValue(const Cell& cell, const std::string& key) {
   assert(IsIdentityKey(key));
   if (key == "pipeline") return cell.Pipeline();
-  if (key == "device") return cell.device;
-  if (key == "policy") return cell.policy;
-  if (key == "fault") return cell.fault;
-  if (key == "seed") return std::to_string(cell.seed);
-  if (key == "sampler") return cell.sampler;
-  if (key == "steps") return std::to_string(cell.steps);
-  std::ostringstream guidance;  // the same formatting as Cell::CanonicalString()
-  guidance << cell.guidance;
-  return guidance.str();
+  std::string text;
+  VisitCellFields(cell, [&](const CellField& field, const auto& value) {
+    if (key == field.name) text = FieldText(value);
+  });
+  return text;
 }
 
 void CopyKey(const Cell& from, const std::string& key, Cell* to) {
   assert(IsIdentityKey(key));
-  if (key == "pipeline") {
-    to->size = from.size;
-    to->model_dir = from.model_dir;
-  } else if (key == "device") {
-    to->device = from.device;
-  } else if (key == "policy") {
-    to->policy = from.policy;
-    to->policy_file = from.policy_file;
-  } else if (key == "fault") {
-    to->fault = from.fault;
-  } else if (key == "seed") {
-    to->seed = from.seed;
-  } else if (key == "sampler") {
-    to->sampler = from.sampler;
-  } else if (key == "steps") {
-    to->steps = from.steps;
-  } else {
-    to->guidance = from.guidance;
-  }
+  const Cell source = from;  // `to` may be `from`
+  VisitCellFields(*to, [&](const CellField& field, auto& value) {
+    using Value = std::decay_t<decltype(value)>;
+    const bool copy = key == field.name || (key == "pipeline" && field.role == CellField::kPipeline) ||
+                      (key == "policy" && field.name == std::string("policy_file"));
+    if (!copy) return;
+    VisitCellFields(source, [&](const CellField& other, const auto& theirs) {
+      if constexpr (std::is_same_v<Value, std::decay_t<decltype(theirs)>>) {
+        if (other.name == std::string(field.name)) value = theirs;
+      }
+    });
+  });
 }
 
 bool DeviceMatches(const std::string& pattern, const std::string& device) {

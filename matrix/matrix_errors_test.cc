@@ -40,16 +40,16 @@ const std::string kAxes = "[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\"]\n
 TEST(MatrixErrorsTest, UnknownKeysListTheKnownOnes) {
   EXPECT_EQ(ErrorOf(kAxes + "polices = [\"fp32\"]\n"),
             "bad.toml:4:1: unknown key 'polices' in [axes] (known: pipelines, devices, policies, "
-            "faults, seeds, samplers, steps, guidance)");
+            "seeds, faults, samplers, steps, guidance)");
   EXPECT_EQ(ErrorOf("repeat = 3\n" + kAxes + "policies = [\"fp32\"]\n"),
             "bad.toml:1:1: unknown key 'repeat' in the matrix (known: name, description, repeats, "
             "warmup, timeout, requires, axes, tolerance, policy, include, exclude, xfail)");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[include]]\npolicy = \"bf16\"\n  reqires = []\n"),
             "bad.toml:7:3: unknown key 'reqires' in [[include]] (known: pipeline, device, policy, "
-            "fault, seed, sampler, steps, guidance, requires, tolerance)");
+            "seed, fault, sampler, steps, guidance, requires, tolerance)");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[exclude]]\ntolerance = \"x\"\n"),
             "bad.toml:6:1: unknown key 'tolerance' in [[exclude]] (known: pipeline, device, "
-            "policy, fault, seed, sampler, steps, guidance)");
+            "policy, seed, fault, sampler, steps, guidance)");
 }
 
 TEST(MatrixErrorsTest, WrongTypes) {
@@ -115,8 +115,8 @@ TEST(MatrixErrorsTest, EntriesNeedWhatTheyAreFor) {
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[xfail]]\npolicy = \"fp32\"\n"),
             "bad.toml:5:1: [[xfail]] needs a reason");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[exclude]]\n"),
-            "bad.toml:5:1: [[exclude]] needs at least one of pipeline, device, policy, fault, "
-            "seed, sampler, steps, guidance");
+            "bad.toml:5:1: [[exclude]] needs at least one of pipeline, device, policy, seed, "
+            "fault, sampler, steps, guidance");
 }
 
 TEST(MatrixErrorsTest, DuplicatesAreErrors) {

@@ -137,7 +137,7 @@ std::string ShapeDtypeString(const at::Tensor& t) {
   return "shape " + ShapeString(t) + " dtype " + c10::toString(t.scalar_type());
 }
 
-// The contract (ARCHITECTURE.md), checked on zeros in float32 on the CPU: a package that
+// The contract (docs/architecture.md), checked on zeros in float32 on the CPU: a package that
 // fails it is broken. What a policy does to a working package is a finding, not this.
 Status CheckContract(const std::string& dir, TorchScriptModel& model, const LatentGeometry& g) {
   const auto opts = at::TensorOptions().dtype(at::kFloat);

@@ -1,4 +1,4 @@
-// A user's model as a TorchScript package (the contract in ARCHITECTURE.md):
+// A user's model as a TorchScript package (the contract in docs/architecture.md):
 //   DIR/model.toml  name; [latent] channels, frames, height, width; [cond] tokens, dim;
 //                   [sampler] kind ("ddim" | "euler"), steps, guidance
 //   DIR/denoiser.pt forward(x [B,C,T,h,w], t [B] float32, cond [B,L,D]) -> [B,C,T,h,w]

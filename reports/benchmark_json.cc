@@ -41,10 +41,7 @@ json Entry(const std::string& name, int family, int repetitions, double millisec
 std::string BenchmarkName(const Cell& cell) {
   std::string name =
       cell.Pipeline() + "/" + cell.device + "/" + cell.policy + "/seed" + std::to_string(cell.seed);
-  if (!cell.fault.empty()) name += "/fault:" + cell.fault;
-  if (!cell.sampler.empty()) name += "/sampler:" + cell.sampler;
-  if (cell.steps != 0) name += "/steps:" + std::to_string(cell.steps);
-  if (cell.guidance != 0) name += "/guidance:" + NumberText(cell.guidance);
+  for (const auto& [field, text] : VariantFields(cell)) name += "/" + field + ":" + text;
   return name;
 }
 

@@ -31,10 +31,7 @@ std::string Printf(const char* format, double value) {
 std::string RowLabel(const Cell& cell, bool show_seed) {
   std::string label = cell.device;
   if (show_seed) label += " seed=" + std::to_string(cell.seed);
-  if (!cell.fault.empty()) label += " fault=" + cell.fault;
-  if (!cell.sampler.empty()) label += " sampler=" + cell.sampler;
-  if (cell.steps != 0) label += " steps=" + std::to_string(cell.steps);
-  if (cell.guidance != 0) label += " guidance=" + Printf("%g", cell.guidance);
+  for (const auto& [name, text] : VariantFields(cell)) label += " " + name + "=" + text;
   return label;
 }
 

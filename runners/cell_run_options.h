@@ -3,10 +3,15 @@
 // hands these to the cell processes; cell_runner.h runs them.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "checks/tolerance.h"
 #include "harness/cell.h"
 #include "harness/status.h"
+#include "pipelines/dtype_policy.h"
+#include "pipelines/fault_cases.h"
+#include "pipelines/pipeline_config.h"
 
 namespace framegate {
 
@@ -43,10 +48,24 @@ struct CellProcessSettings {
 // loaded: the LibTorch-free runner records it as the run's.
 constexpr const char* kProcessBlasKey = "process_blas";
 
-// Ok when every name in `cell` resolves: its size, policy (presets or its policy_file),
-// fault case and sampler; else InvalidInput naming the bad value. A model package is
-// read when the cell runs (SpecOfCell).
-Status CheckCellNames(const Cell& cell);
+// A cell's names resolved, as far as the LibTorch-free runner can without reading a model
+// package: ResolveCellNames is the one place a cell's names are looked up (the cell
+// process's ResolveCell, cell_runner.h, builds on it).
+struct CellNames {
+  DtypePolicy policy;                  // the preset, or the [policy.NAME] of cell.policy_file
+  FaultCase fault = FaultCase::kNone;  // cell.fault
+  std::optional<SamplerKind> sampler;  // cell.sampler; nullopt: the pipeline's own
+};
+
+// The names of `cell` resolved: its reference size (unless it names a package), policy,
+// fault case and sampler; InvalidInput naming the bad value.
+StatusOr<CellNames> ResolveCellNames(const Cell& cell);
+
+// The tolerance profile that judges `cell`: cell.tolerance, else its policy's.
+StatusOr<ToleranceProfile> ToleranceOf(const Cell& cell, const CellNames& names);
+
+// Ok when `cell` can be run and judged: its names and its tolerance profile resolve.
+Status CheckCellResolves(const Cell& cell);
 
 // The one command that reruns `cell` alone and judges it.
 std::string CheckCommandFor(const Cell& cell, const std::string& golden_dir);

@@ -52,27 +52,26 @@ struct GoldenLookup {
   std::optional<Golden> golden;
   std::string unresolved;
 };
-StatusOr<GoldenLookup> LookUpGolden(const PipelineSpec& spec, const std::string& dir,
+StatusOr<GoldenLookup> LookUpGolden(const ResolvedCell& cell, const std::string& dir,
                                     std::map<std::string, Golden>& loaded) {
-  StatusOr<GoldenKey> key = GoldenKeyOf(spec);
-  if (!key.ok()) return key.status();
+  const GoldenKey& key = cell.golden;
   const GoldenStore store(dir);
   GoldenLookup lookup;
-  const auto kept = loaded.find(store.PathFor(*key));
+  const auto kept = loaded.find(store.PathFor(key));
   if (kept != loaded.end()) {
     lookup.golden = kept->second;  // tensors share their storage
     return lookup;
   }
-  StatusOr<Golden> golden = store.Load(*key);
+  StatusOr<Golden> golden = store.Load(key);
   if (golden.ok()) {
     lookup.golden = *golden;
-    loaded.emplace(store.PathFor(*key), std::move(*golden));
+    loaded.emplace(store.PathFor(key), std::move(*golden));
   } else if (golden.status().code() == Status::Code::kNotFound) {
-    PipelineSpec fp32 = spec;
+    PipelineSpec fp32 = cell.spec;
     fp32.policy = Fp32Policy();
     fp32.device = "cpu";
     lookup.unresolved =
-        "no golden " + store.PathFor(*key) + " (make it: " + GoldenMakeCommand(fp32, dir) + ")";
+        "no golden " + store.PathFor(key) + " (make it: " + GoldenMakeCommand(fp32, dir) + ")";
   } else {
     return golden.status();
   }
@@ -101,16 +100,15 @@ StatusOr<double> Fp64ErrorRatio(const PipelineSpec& spec, const at::Tensor& cand
 
 }  // namespace
 
-StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
-  FG_RETURN_IF_ERROR(CheckCellNames(cell));
+StatusOr<PipelineSpec> PipelineSpecOf(const Cell& cell, const CellNames& names) {
   PipelineSpec spec;
   spec.size = cell.size;
   spec.model_dir = cell.model_dir;
   spec.device = cell.device;
   spec.seed = cell.seed;
-  spec.policy = *FindPolicyIn(cell.policy, cell.policy_file);
-  spec.fault = *ParseFaultCase(cell.fault);
-  if (cell.steps > 0 || cell.guidance > 0 || !cell.sampler.empty()) {
+  spec.policy = names.policy;
+  spec.fault = names.fault;
+  if (cell.steps > 0 || cell.guidance > 0 || names.sampler) {
     SamplerConfig config;
     if (cell.model_dir.empty()) {
       config = FindReferenceSize(cell.size)->sampler;
@@ -121,21 +119,30 @@ StatusOr<PipelineSpec> SpecOfCell(const Cell& cell) {
     }
     if (cell.steps > 0) config.steps = cell.steps;
     if (cell.guidance > 0) config.guidance = cell.guidance;
-    if (!cell.sampler.empty()) config.kind = *ParseSamplerKind(cell.sampler);
+    if (names.sampler) config.kind = *names.sampler;
     spec.sampler = config;
   }
   return spec;
 }
 
-StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
-  StatusOr<PipelineSpec> spec = SpecOfCell(cell);
-  if (!spec.ok()) return spec.status();
-  StatusOr<ToleranceProfile> tolerance =
-      FindToleranceProfile(cell.tolerance.empty() ? spec->policy.ToleranceProfileName() : cell.tolerance);
+StatusOr<ResolvedCell> ResolveCell(const Cell& cell) {
+  StatusOr<CellNames> names = ResolveCellNames(cell);
+  if (!names.ok()) return names.status();
+  StatusOr<ToleranceProfile> tolerance = ToleranceOf(cell, *names);
   if (!tolerance.ok()) return tolerance.status();
+  StatusOr<PipelineSpec> spec = PipelineSpecOf(cell, *names);
+  if (!spec.ok()) return spec.status();
+  StatusOr<GoldenKey> golden = GoldenKeyOf(*spec);
+  if (!golden.ok()) return golden.status();
+  return ResolvedCell{cell, *spec, *tolerance, *golden};
+}
+
+StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions& options) {
+  const Cell& cell = resolved.cell;
+  const PipelineSpec& spec = resolved.spec;
   CellRunCache cell_only;
   CellRunCache& cache = options.cache != nullptr ? *options.cache : cell_only;
-  StatusOr<GoldenLookup> golden = LookUpGolden(*spec, options.golden_dir, cache.goldens);
+  StatusOr<GoldenLookup> golden = LookUpGolden(resolved, options.golden_dir, cache.goldens);
   if (!golden.ok()) return golden.status();
   ModelCache* const models = &cache.models;
 
@@ -143,17 +150,17 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   result.cell = cell;
   result.policy_used = cell.policy;
   result.repro = CheckCommandFor(cell, options.golden_dir);
-  if (golden->golden) result.golden = GoldenStore(options.golden_dir).PathFor(*GoldenKeyOf(*spec));
+  if (golden->golden) result.golden = GoldenStore(options.golden_dir).PathFor(resolved.golden);
 
   double load_seconds = 0;  // building the model, whichever run built it
   for (int i = 0; i < options.warmup; ++i) {
-    StatusOr<PipelineOutcome> warm = RunPipeline(*spec, nullptr, nullptr, models);
+    StatusOr<PipelineOutcome> warm = RunPipeline(spec, nullptr, nullptr, models);
     if (!warm.ok()) return warm.status();
     load_seconds += warm->load_seconds;
   }
   // The judged run: NaN counts on every step's latents; module probes when asked for.
   NumericProbes probes(options.probes);
-  const bool emulated = spec->policy.emulate_fp16;
+  const bool emulated = spec.policy.emulate_fp16;
   const auto watch = [emulated](NumericProbes& p) -> ModuleObserver {
     return [&p, emulated](const ModuleOutput& out) {
       p.Observe(out.module, out.step, out.value, emulated ? c10::kHalf : out.value.scalar_type(), out.op);
@@ -163,8 +170,8 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   // With probes, each module output is also compared with the same cell's FP32 run
   // (SQNR), so that a FAIL without NaN says where the error grows.
   NumericProbes fp32_outputs(/*ranges=*/false);
-  if (options.probes && spec->policy.name != Fp32Policy().name) {
-    PipelineSpec fp32 = *spec;
+  if (options.probes && spec.policy.name != Fp32Policy().name) {
+    PipelineSpec fp32 = spec;
     fp32.policy = Fp32Policy();
     fp32_outputs.KeepOutputsForSqnr();
     StatusOr<PipelineOutcome> reference = RunPipeline(fp32, watch(fp32_outputs), nullptr, models);
@@ -175,13 +182,13 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
     step_counts.push_back(CountNonfinite(latents));
   };
-  StatusOr<PipelineOutcome> outcome = RunPipeline(*spec, on_module, on_step, models);
+  StatusOr<PipelineOutcome> outcome = RunPipeline(spec, on_module, on_step, models);
   if (!outcome.ok()) return outcome.status();
   result.timings.warmup = options.warmup;
   result.timings.load_seconds = load_seconds + outcome->load_seconds;
 
   VerdictInputs in;
-  in.tolerance = &*tolerance;
+  in.tolerance = &resolved.tolerance;
   in.expected_to_fail = cell.expected_to_fail();
   in.unresolved = golden->unresolved;
   in.first_nonfinite = &result.first_nonfinite;
@@ -207,7 +214,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     if (!result.first_nonfinite.found &&
         (result.health.first_nonfinite_step >= 0 || result.health.decoded.any())) {
       NumericProbes localise(/*ranges=*/false);  // same inputs, same result on the CPU
-      StatusOr<PipelineOutcome> again = RunPipeline(*spec, watch(localise), nullptr, models);
+      StatusOr<PipelineOutcome> again = RunPipeline(spec, watch(localise), nullptr, models);
       if (!again.ok()) return again.status();
       result.first_nonfinite = localise.first_nonfinite();
     }
@@ -215,7 +222,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
     if (golden->golden) {
       result.metrics = Compare(*golden->golden, r);
       if (options.fp64_ref) {
-        StatusOr<double> ratio = Fp64ErrorRatio(*spec, r.frames, golden->golden->frames);
+        StatusOr<double> ratio = Fp64ErrorRatio(spec, r.frames, golden->golden->frames);
         if (!ratio.ok()) return ratio.status();
         result.metrics->fp64_error_ratio = *ratio;
       }
@@ -226,7 +233,7 @@ StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options) {
       result.artifacts_dir = options.artifacts_dir;
     }
     for (int i = 1; i < options.repeats; ++i) {
-      StatusOr<PipelineOutcome> again = RunPipeline(*spec, nullptr, nullptr, models);
+      StatusOr<PipelineOutcome> again = RunPipeline(spec, nullptr, nullptr, models);
       if (!again.ok()) return again.status();
       if (again->kind == RunEnd::kFinished) {
         result.timings.generation_seconds.push_back(GenerationSeconds(again->result));

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "golden/golden_file.h"
+#include "golden/golden_store.h"
 #include "harness/cell.h"
 #include "harness/cell_result.h"
 #include "harness/status.h"
@@ -24,13 +25,26 @@ struct CellRunCache {
   std::map<std::string, Golden> goldens;  // by file path; only goldens that loaded
 };
 
-// The PipelineSpec of a cell: policy, fault and sampler names resolved (the sampler's
-// defaults from the size or package). InvalidInput naming the bad value.
-StatusOr<PipelineSpec> SpecOfCell(const Cell& cell);
+// A cell with every name resolved once (ResolveCellNames, plus what needs the model
+// package: its sampler defaults) into what running and judging it take.
+struct ResolvedCell {
+  Cell cell;                   // as the matrix gave it
+  PipelineSpec spec;           // what RunPipeline runs: pipeline, policy, fault, sampler
+  ToleranceProfile tolerance;  // the profile that judges it
+  GoldenKey golden;            // which golden it is compared with
+};
 
-// A Status only for bad input that is not the cell's fault: an unknown policy or size,
-// a broken model package, a damaged golden (Corrupt naming the file). Everything the
-// pipeline does (errors, NaN, unsupported ops) is in the CellResult.
-StatusOr<CellResult> RunCell(const Cell& cell, const CellRunOptions& options);
+// InvalidInput naming the bad value (an unknown policy, size, fault, sampler, tolerance
+// profile), or the package's error for a broken model package.
+StatusOr<ResolvedCell> ResolveCell(const Cell& cell);
+
+// What RunPipeline runs for `cell` (names resolved by ResolveCellNames; the sampler's
+// defaults from the size or the package's model.toml).
+StatusOr<PipelineSpec> PipelineSpecOf(const Cell& cell, const CellNames& names);
+
+// A Status only for bad input that is not the cell's fault: a damaged golden (Corrupt
+// naming the file), a golden that does not fit the cell. Everything the pipeline does
+// (errors, NaN, unsupported ops) is in the CellResult.
+StatusOr<CellResult> RunCell(const ResolvedCell& cell, const CellRunOptions& options);
 
 }  // namespace framegate

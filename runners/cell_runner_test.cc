@@ -16,7 +16,7 @@ class CellRunnerTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string(
         (std::filesystem::temp_directory_path() / ("fg_cell_runner_" + std::to_string(::getpid()))).string());
-    PipelineSpec spec = *SpecOfCell(TinyCell("fp32"));
+    PipelineSpec spec = ResolveCell(TinyCell("fp32"))->spec;
     ASSERT_TRUE(GoldenStore(*dir_).Make(spec, "test").ok());
   }
   static void TearDownTestSuite() {
@@ -30,10 +30,16 @@ class CellRunnerTest : public ::testing::Test {
     cell.steps = 4;
     return cell;
   }
+  // Resolves and runs `cell` (InvalidInput for a name that does not resolve).
+  static StatusOr<CellResult> Run(const Cell& cell, const CellRunOptions& options) {
+    StatusOr<ResolvedCell> resolved = ResolveCell(cell);
+    if (!resolved.ok()) return resolved.status();
+    return RunCell(*resolved, options);
+  }
   static CellResult Check(const Cell& cell) {
     CellRunOptions options;
     options.golden_dir = *dir_;
-    StatusOr<CellResult> r = RunCell(cell, options);
+    StatusOr<CellResult> r = Run(cell, options);
     EXPECT_TRUE(r.ok()) << r.status().message();
     return r.ok() ? *r : CellResult{};
   }
@@ -50,7 +56,7 @@ TEST_F(CellRunnerTest, CleanPoliciesPassAndFp32IsExact) {
   CellRunOptions with_probes;
   with_probes.golden_dir = *dir_;
   with_probes.probes = true;
-  const CellResult bf16 = *RunCell(TinyCell("bf16"), with_probes);
+  const CellResult bf16 = *Run(TinyCell("bf16"), with_probes);
   EXPECT_EQ(bf16.status, CellStatus::kPass) << bf16.reason;
   EXPECT_LT(bf16.metrics->video.min_psnr, 200);  // really compared, not the golden itself
   EXPECT_FALSE(bf16.probes.empty());
@@ -62,11 +68,11 @@ TEST_F(CellRunnerTest, Fp64ReferenceRatioIsOneForTheGoldenAndAboveOneForBf16) {
   options.golden_dir = *dir_;
   options.fp64_ref = true;
   options.probes = false;
-  StatusOr<CellResult> fp32 = RunCell(TinyCell("fp32"), options);
+  StatusOr<CellResult> fp32 = Run(TinyCell("fp32"), options);
   ASSERT_TRUE(fp32.ok()) << fp32.status().message();
   ASSERT_TRUE(fp32->metrics && fp32->metrics->fp64_error_ratio);
   EXPECT_DOUBLE_EQ(*fp32->metrics->fp64_error_ratio, 1.0);  // the candidate is the golden
-  StatusOr<CellResult> bf16 = RunCell(TinyCell("bf16"), options);
+  StatusOr<CellResult> bf16 = Run(TinyCell("bf16"), options);
   ASSERT_TRUE(bf16.ok());
   EXPECT_GT(*bf16->metrics->fp64_error_ratio, 10.0);  // bf16 is far worse than FP32's own error
   EXPECT_TRUE(std::isfinite(*bf16->metrics->fp64_error_ratio));
@@ -123,8 +129,8 @@ TEST_F(CellRunnerTest, XfailFlipsAndUnknownNamesAreBadInput) {
   EXPECT_EQ(Check(cell).status, CellStatus::kXfail);
   CellRunOptions options;
   options.golden_dir = *dir_;
-  EXPECT_EQ(RunCell(TinyCell("fp12"), options).status().code(), Status::Code::kInvalidInput);
-  EXPECT_EQ(RunCell(TinyCell("fp32", "gremlins"), options).status().code(), Status::Code::kInvalidInput);
+  EXPECT_EQ(Run(TinyCell("fp12"), options).status().code(), Status::Code::kInvalidInput);
+  EXPECT_EQ(Run(TinyCell("fp32", "gremlins"), options).status().code(), Status::Code::kInvalidInput);
 }
 
 }  // namespace

@@ -125,7 +125,9 @@ int RunCellFile(const std::string& cell_path, const std::string& result_path,
   CellRunOptions options = settings.run;
   options.artifacts_dir = artifacts_dir;
   options.cache = cache;
-  StatusOr<CellResult> result = RunCell(*cell, options);
+  StatusOr<ResolvedCell> resolved = ResolveCell(*cell);
+  if (!resolved.ok()) return ReportBadInput(resolved.status());
+  StatusOr<CellResult> result = RunCell(*resolved, options);
   if (!result.ok()) return ReportBadInput(result.status());
   static const std::string blas = CollectBuildInfo().blas;
   nlohmann::json json = CellResultToJson(*result);

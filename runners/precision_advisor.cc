@@ -70,18 +70,21 @@ DtypePolicy IslandPolicy(const DtypePolicy& base, const std::vector<std::string>
 
 class Search {
  public:
-  Search(const Cell& cell, const DtypePolicy& base, const AdviseOptions& options)
-      : cell_(cell), base_(base), options_(options) {}
+  Search(const ResolvedCell& cell, const AdviseOptions& options)
+      : cell_(cell), base_(cell.spec.policy), options_(options) {}
 
   // Runs the cell with `islands` kept in FP32 and records the run.
   StatusOr<CellResult> Try(const std::vector<std::string>& islands, Advice* advice) {
     const DtypePolicy policy = IslandPolicy(base_, islands);
     const std::string path = options_.work_dir + "/advise-policy.toml";
     std::ofstream(path) << policy.ToToml();
-    Cell cell = cell_;
-    cell.policy = policy.name;
-    cell.policy_file = path;
-    StatusOr<CellResult> r = RunCell(cell, options_.run);
+    // The file is the candidate's repro; the run takes the policy itself, judged by the
+    // base policy's tolerance.
+    ResolvedCell candidate = cell_;
+    candidate.cell.policy = policy.name;
+    candidate.cell.policy_file = path;
+    candidate.spec.policy = policy;
+    StatusOr<CellResult> r = RunCell(candidate, options_.run);
     if (!r.ok()) return r.status();
     Record(islands, *r, advice);
     return r;
@@ -97,7 +100,7 @@ class Search {
   }
 
  private:
-  const Cell& cell_;
+  const ResolvedCell& cell_;
   const DtypePolicy& base_;
   const AdviseOptions& options_;
 };
@@ -153,13 +156,13 @@ std::string ParentModule(const std::string& path) {
 
 StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
                                  CellResult* observed_result) {
-  StatusOr<PipelineSpec> spec = SpecOfCell(cell);
-  if (!spec.ok()) return spec.status();
-  const DtypePolicy& base = spec->policy;
+  StatusOr<ResolvedCell> resolved = ResolveCell(cell);
+  if (!resolved.ok()) return resolved.status();
+  const DtypePolicy& base = resolved->spec.policy;
   CellRunOptions observe = options.run;
   observe.probes = true;  // ranges and SQNR against FP32 for the candidates
   observe.probe_count = 64;
-  StatusOr<CellResult> observed = RunCell(cell, observe);
+  StatusOr<CellResult> observed = RunCell(*resolved, observe);
   if (!observed.ok()) return observed.status();
   if (observed_result != nullptr) *observed_result = *observed;
   if (observed->status == CellStatus::kUnresolved) {
@@ -167,7 +170,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   }
   Advice advice;
   advice.status_before = observed->status;
-  Search search(cell, base, options);
+  Search search(*resolved, options);
   search.Record({}, *observed, &advice);
   advice.status_after = observed->status;
   if (observed->status == CellStatus::kPass || !Advisable(*observed)) return advice;
@@ -211,7 +214,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   advice.islands = islands;
   advice.policy_name = final_policy.name;
   advice.policy_toml = final_policy.ToToml();
-  StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(*spec);
+  StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(resolved->spec);
   if (!weights.ok()) return weights.status();
   advice.fp32_weight_fraction = Fp32WeightFraction(*weights, final_policy);
   return advice;

@@ -1,7 +1,7 @@
 // The precision advisor (`framegate advise`): for a cell that fails under its policy
 // (NONFINITE, BROKEN_FRAMES, FAIL, or ERROR dtype_mismatch), finds a small set of modules
 // to keep in FP32 (fp32_modules islands) so that the cell passes, and proves it by
-// running the cell with them. docs/advise.md describes the search:
+// running the cell with them. docs/diagnose.md describes the search:
 //   1. one observed run (probes, SQNR against FP32): candidates are the module where the
 //      error was raised or the first non-finite value was produced, the modules whose
 //      values overflow the compute dtype, then the largest SQNR drops;

@@ -12,17 +12,62 @@
 
 namespace framegate {
 
-const char* const kCellSelectColumns =
-    "c.id, c.cell_id, c.latency_median_s, "
-    "s.size, s.device, s.policy, s.seed, s.fault, s.sampler, s.steps, s.guidance, "
-    "c.model_dir, c.tolerance, c.xfail, c.requires, c.policy_file, c.policy_used, c.status, "
-    "c.reason, c.error_class, c.error_module, c.error_op, c.golden, c.artifacts_dir, c.repro, "
-    "c.observed, "
-    "c.first_nonfinite_step, c.decoded_nan, c.decoded_inf, c.frame_defects, c.defect, "
-    "c.defect_frames, "
-    "c.nonfinite_found, c.nonfinite_step, c.nonfinite_module, c.nonfinite_op, "
-    "c.nonfinite_nan, c.nonfinite_inf, "
-    "c.warmup, c.load_seconds, c.decode_seconds, c.peak_rss_bytes, c.peak_device_bytes";
+namespace {
+
+// Where a Cell field is kept: cell_specs holds the id's fields once per cell id (with
+// `pipeline` and the reference `size`); cells holds the rest per run (a package's folder
+// is host-specific: the id keeps only its basename).
+bool InCellSpecs(const CellField& field) {
+  return field.role == CellField::kIdentity || field.name == std::string("size");
+}
+
+// "p.a, p.b, ..." for the Cell fields kept in cell_specs (specs) or cells (!specs).
+std::string CellFieldColumns(bool specs, const std::string& prefix) {
+  std::string columns;
+  VisitCellFields(Cell{}, [&](const CellField& field, const auto&) {
+    if (InCellSpecs(field) == specs) columns += (columns.empty() ? "" : ", ") + prefix + field.name;
+  });
+  return columns;
+}
+
+int CellFieldCount(bool specs) {
+  int n = 0;
+  VisitCellFields(Cell{}, [&](const CellField& field, const auto&) { n += InCellSpecs(field) == specs; });
+  return n;
+}
+
+std::string Placeholders(int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i) text += i ? ", ?" : "?";
+  return text;
+}
+
+// The columns after a cell's fields in cells, in CellRowWriter's and ReadCellColumns'
+// order (latency_median_s, written last, is read third: run_rows.cc reads it there).
+constexpr const char* kCellResultColumns =
+    "policy_used, status, reason, error_class, error_module, error_op, golden, artifacts_dir, "
+    "repro, observed, first_nonfinite_step, decoded_nan, decoded_inf, "
+    "frame_defects, defect, defect_frames, nonfinite_found, nonfinite_step, nonfinite_module, "
+    "nonfinite_op, nonfinite_nan, nonfinite_inf, warmup, load_seconds, decode_seconds, "
+    "peak_rss_bytes, peak_device_bytes";
+constexpr int kCellResultColumnCount = 27;
+
+std::string WithPrefix(const std::string& columns, const std::string& prefix) {
+  std::string text = prefix;
+  for (char c : columns) text += c == ' ' ? " " + prefix : std::string(1, c);
+  return text;
+}
+
+const std::string& CellSelectColumnsText() {
+  static const std::string text = "c.id, c.cell_id, c.latency_median_s, " + CellFieldColumns(true, "s.") +
+                                  ", " + CellFieldColumns(false, "c.") + ", " +
+                                  WithPrefix(kCellResultColumns, "c.");
+  return text;
+}
+
+}  // namespace
+
+const char* const kCellSelectColumns = CellSelectColumnsText().c_str();
 
 const char* const kMetricSelectColumns =
     "m.cell_row, m.min_psnr, m.mean_ssim, m.min_ssim, m.max_abs, m.rel_l2, "
@@ -33,15 +78,6 @@ const char* const kAdviceSelectColumns =
     "a.fp32_weight_fraction, a.runs";
 
 namespace {
-
-constexpr const char* kInsertCell =
-    "INSERT INTO cells (run_id, cell_id, model_dir, tolerance, xfail, requires, policy_file, "
-    "policy_used, status, reason, error_class, error_module, error_op, golden, artifacts_dir, "
-    "repro, observed, latency_median_s, first_nonfinite_step, decoded_nan, decoded_inf, "
-    "frame_defects, defect, defect_frames, nonfinite_found, nonfinite_step, nonfinite_module, "
-    "nonfinite_op, nonfinite_nan, nonfinite_inf, warmup, load_seconds, decode_seconds, "
-    "peak_rss_bytes, peak_device_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 constexpr const char* kInsertAdvice =
     "INSERT INTO advice (cell_row, status_before, status_after, islands, policy_name, "
@@ -82,31 +118,42 @@ std::vector<std::string> ParseRequirements(const std::string& text) {
   return out;
 }
 
-Status Prepared(SqliteDb& db, const char* sql, std::optional<SqliteStatement>* out) {
+Status Prepared(SqliteDb& db, const std::string& sql, std::optional<SqliteStatement>* out) {
   StatusOr<SqliteStatement> stmt = db.Prepare(sql);
   if (!stmt.ok()) return stmt.status();
   out->emplace(std::move(*stmt));
   return Status::Ok();
 }
 
+// A Cell field's value in a bound statement and back from a row.
+void BindField(SqliteBinder& bind, const std::string& value) { bind << value; }
+void BindField(SqliteBinder& bind, uint64_t value) { bind << static_cast<int64_t>(value); }
+void BindField(SqliteBinder& bind, int value) { bind << value; }
+void BindField(SqliteBinder& bind, double value) { bind << value; }
+void BindField(SqliteBinder& bind, const std::vector<std::string>& value) {
+  bind << nlohmann::json(value).dump();
+}
+void ReadField(const SqliteStatement& row, int i, std::string* value) { *value = row.Text(i); }
+void ReadField(const SqliteStatement& row, int i, uint64_t* value) {
+  *value = static_cast<uint64_t>(row.Int(i));
+}
+void ReadField(const SqliteStatement& row, int i, int* value) { *value = static_cast<int>(row.Int(i)); }
+void ReadField(const SqliteStatement& row, int i, double* value) { *value = row.Real(i); }
+void ReadField(const SqliteStatement& row, int i, std::vector<std::string>* value) {
+  *value = ParseRequirements(row.Text(i));
+}
+
 }  // namespace
 
 Status ReadCellColumns(const SqliteStatement& row, int first, const std::string& db_path, CellResult* r) {
-  int i = first + 3;  // after id, cell_id, latency_median_s
-  Cell& c = r->cell;
-  c.size = row.Text(i++);
-  c.device = row.Text(i++);
-  c.policy = row.Text(i++);
-  c.seed = static_cast<uint64_t>(row.Int(i++));
-  c.fault = row.Text(i++);
-  c.sampler = row.Text(i++);
-  c.steps = static_cast<int>(row.Int(i++));
-  c.guidance = row.Real(i++);
-  c.model_dir = row.Text(i++);
-  c.tolerance = row.Text(i++);
-  c.xfail = row.Text(i++);
-  c.requirements = ParseRequirements(row.Text(i++));
-  c.policy_file = row.Text(i++);
+  // After id, cell_id and latency_median_s: the cell_specs fields, then the cells fields
+  // (CellSelectColumnsText).
+  int i = first + 3;
+  for (const bool specs : {true, false}) {
+    VisitCellFields(r->cell, [&](const CellField& field, auto& value) {
+      if (InCellSpecs(field) == specs) ReadField(row, i++, &value);
+    });
+  }
   r->policy_used = row.Text(i++);
   const std::string status = row.Text(i++);
   std::optional<CellStatus> parsed = ParseStatus(status);
@@ -192,12 +239,16 @@ StatusOr<std::unique_ptr<CellRowWriter>> CellRowWriter::Prepare(SqliteDb& db) {
   std::unique_ptr<CellRowWriter> w(new CellRowWriter());
   w->db_ = &db;
   FG_RETURN_IF_ERROR(Prepared(db,
-                              "INSERT OR IGNORE INTO cell_specs (cell_id, pipeline, size, "
-                              "device, policy, seed, fault, sampler, steps, guidance) VALUES "
-                              "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                              "INSERT OR IGNORE INTO cell_specs (cell_id, pipeline, " +
+                                  CellFieldColumns(true, "") + ") VALUES (" +
+                                  Placeholders(2 + CellFieldCount(true)) + ")",
                               &w->insert_spec_));
   FG_RETURN_IF_ERROR(Prepared(db, "DELETE FROM cells WHERE run_id = ? AND cell_id = ?", &w->delete_cell_));
-  FG_RETURN_IF_ERROR(Prepared(db, kInsertCell, &w->insert_cell_));
+  FG_RETURN_IF_ERROR(Prepared(db,
+                              "INSERT INTO cells (run_id, cell_id, " + CellFieldColumns(false, "") + ", " +
+                                  kCellResultColumns + ", latency_median_s) VALUES (" +
+                                  Placeholders(3 + CellFieldCount(false) + kCellResultColumnCount) + ")",
+                              &w->insert_cell_));
   FG_RETURN_IF_ERROR(Prepared(db,
                               "INSERT INTO metrics (cell_row, min_psnr, mean_ssim, min_ssim, "
                               "max_abs, rel_l2, temporal_rel_l2, latent_cosine, has_fp64_ref, "
@@ -217,26 +268,31 @@ StatusOr<std::unique_ptr<CellRowWriter>> CellRowWriter::Prepare(SqliteDb& db) {
 StatusOr<int64_t> CellRowWriter::Write(const std::string& run_id, const CellResult& r) {
   const Cell& c = r.cell;
   const std::string cell_id = c.Id();
-  SqliteStatement& spec = *insert_spec_;
-  spec.Bind(1, cell_id).Bind(2, c.Pipeline()).Bind(3, c.size).Bind(4, c.device);
-  spec.Bind(5, c.policy).Bind(6, static_cast<int64_t>(c.seed)).Bind(7, c.fault);
-  spec.Bind(8, c.sampler).Bind(9, static_cast<int64_t>(c.steps)).Bind(10, c.guidance);
-  FG_RETURN_IF_ERROR(spec.Run());
+  SqliteBinder spec(*insert_spec_);
+  spec << cell_id << c.Pipeline();
+  VisitCellFields(c, [&](const CellField& field, const auto& value) {
+    if (InCellSpecs(field)) BindField(spec, value);
+  });
+  FG_RETURN_IF_ERROR(insert_spec_->Run());
   FG_RETURN_IF_ERROR(delete_cell_->Bind(1, run_id).Bind(2, cell_id).Run());
 
   SqliteStatement& row = *insert_cell_;
   SqliteBinder bind(row);
-  bind << run_id << cell_id << c.model_dir << c.tolerance << c.xfail << nlohmann::json(c.requirements).dump()
-       << c.policy_file << (r.policy_used.empty() ? c.policy : r.policy_used)
-       << std::string(StatusName(r.status)) << r.reason << r.error_class << r.error_module << r.error_op
-       << r.golden << r.artifacts_dir << r.repro << r.observed << Median(r.timings.generation_seconds);
+  bind << run_id << cell_id;
+  VisitCellFields(c, [&](const CellField& field, const auto& value) {
+    if (!InCellSpecs(field)) BindField(bind, value);
+  });
+  bind << (r.policy_used.empty() ? c.policy : r.policy_used) << std::string(StatusName(r.status)) << r.reason
+       << r.error_class << r.error_module << r.error_op << r.golden << r.artifacts_dir << r.repro
+       << r.observed;
   const FrameHealth& h = r.health;
   bind << h.first_nonfinite_step << h.decoded.nan << h.decoded.inf << JoinDefects(h.frames)
        << std::string(FrameDefectName(h.defect)) << h.defect_frames;
   const FirstNonfinite& f = r.first_nonfinite;
   bind << static_cast<int>(f.found) << f.step << f.module << f.op << f.count.nan << f.count.inf;
   const CellTimings& t = r.timings;
-  bind << t.warmup << t.load_seconds << t.decode_seconds << t.peak_rss_bytes << t.peak_device_bytes;
+  bind << t.warmup << t.load_seconds << t.decode_seconds << t.peak_rss_bytes << t.peak_device_bytes
+       << Median(r.timings.generation_seconds);
   FG_RETURN_IF_ERROR(row.Run());
   const int64_t cell_row = db_->LastInsertRowId();
 

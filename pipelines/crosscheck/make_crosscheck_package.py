@@ -4,7 +4,7 @@
   make_crosscheck_package.py OUT_DIR [--sampler ddim|euler] [--steps N] [--guidance G]
 
 OUT_DIR/model.toml, OUT_DIR/denoiser.pt and OUT_DIR/decoder.pt follow the package contract
-in ARCHITECTURE.md. The weights are fixed (torch.manual_seed), so the package is the same
+in docs/architecture.md. The weights are fixed (torch.manual_seed), so the package is the same
 every time. Both modules return the dtype they are given (the timesteps stay float32; the
 timestep embedding is computed in float32 and then cast to the latents' dtype), so the
 package also runs after the C++ side casts it to bf16.
