@@ -114,7 +114,9 @@ Command AddDbCommand(CLI::App& parent) {
   app->require_subcommand(1);
   auto path = std::make_shared<std::string>(kDefaultDb);
   CLI::App* check =
-      app->add_subcommand("check", "Integrity check, schema version and row counts (read-only)");
+      app->add_subcommand("check",
+                          "Integrity, schema (every table, column, index, trigger of its version) and "
+                          "references check, then row counts (read-only; a problem: one line, exit 2)");
   AddDbOption(check, path.get());
   CLI::App* migrate = app->add_subcommand(
       "migrate", "Bring the file to this framegate's schema now (else the next write does)");
@@ -143,13 +145,9 @@ Command AddMergeCommand(CLI::App& parent) {
   app->add_option("OUT", *out, "Output database (created if missing)")->required();
   app->add_option("IN", *inputs, "Input databases")->required();
   return {app, [=]() {
-            StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(*out);
-            if (!store.ok()) return ReportError(store.status());
-            MergeCounts counts;
-            for (const std::string& input : *inputs) {
-              Status merged = MergeStore(**store, input, &counts);
-              if (!merged.ok()) return ReportError(merged);
-            }
+            StatusOr<MergeCounts> merged = MergeStores(*out, *inputs);
+            if (!merged.ok()) return ReportError(merged.status());
+            const MergeCounts& counts = *merged;
             for (const std::string& line : counts.conflicts) {
               std::cerr << "framegate: conflict: " << line << "\n";
             }

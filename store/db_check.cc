@@ -1,6 +1,7 @@
 #include "store/db_check.h"
 
 #include "store/schema.h"
+#include "store/schema_check.h"
 #include "store/sqlite_db.h"
 
 namespace framegate {
@@ -40,6 +41,17 @@ StatusOr<DbCheckReport> CheckDatabase(const std::string& path) {
     return Status::Corrupt(path + ": integrity check failed: " + problems->front() + " (" +
                            std::to_string(problems->size()) + " problem" +
                            (problems->size() == 1 ? "" : "s") + ")");
+  }
+  // A sound file can still lack a table, column, index or trigger (dropped, hand-made).
+  FG_RETURN_IF_ERROR(CheckSchema(**db, *version));
+  // A row whose parent was deleted by hand (cells without their cell_specs or run) is not
+  // read back by any command: report it rather than "ok".
+  StatusOr<std::vector<std::string>> dangling = DanglingReferences(**db);
+  if (!dangling.ok()) return dangling.status();
+  if (!dangling->empty()) {
+    std::string list;
+    for (const std::string& line : *dangling) list += (list.empty() ? "" : "; ") + line;
+    return Status::Corrupt(path + ": dangling references: " + list);
   }
   StatusOr<SqliteStatement> mode = (*db)->Prepare("PRAGMA journal_mode");
   if (!mode.ok()) return mode.status();

@@ -1,6 +1,7 @@
 // CheckDatabase: `framegate db check`. Opens the file read-only (never creates, migrates
-// or repairs it), runs PRAGMA integrity_check, reads the schema version and counts the
-// rows of every table.
+// or repairs it), runs PRAGMA integrity_check, reads the schema version, checks that every
+// table, column, index, uniqueness constraint, view and trigger of that version is there
+// (store/schema_check.h) and counts the rows of every table.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,8 @@ struct DbCheckReport {
 };
 
 // NotFound for a missing file; Corrupt naming the file and the first problem when it is
-// not an SQLite database or integrity_check reports anything; Unsupported for a schema
+// not an SQLite database or integrity_check reports anything, naming the file and every
+// schema problem when the schema departs from its version's; Unsupported for a schema
 // newer than this framegate's.
 StatusOr<DbCheckReport> CheckDatabase(const std::string& path);
 

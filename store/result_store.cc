@@ -7,6 +7,7 @@
 #include "store/cell_rows.h"
 #include "store/run_rows.h"
 #include "store/schema.h"
+#include "store/schema_check.h"
 
 namespace framegate {
 namespace {
@@ -30,12 +31,13 @@ Status EnableWal(SqliteDb& db) {
   return status;
 }
 
-// kUnsupported for a newer schema, kCorrupt for a file that is not framegate's.
-Status CheckNotNewer(SqliteDb& db) {
+// The file's schema version. kUnsupported for a newer schema, kCorrupt for a file that is
+// not framegate's or a negative version.
+StatusOr<int> CheckNotNewer(SqliteDb& db) {
   StatusOr<int> version = ReadSchemaVersion(db);
   if (!version.ok()) return version.status();
   if (*version > kStoreSchemaVersion) return MigrateSchema(db);  // reports the newer version
-  return Status::Ok();
+  return version;
 }
 
 }  // namespace
@@ -54,8 +56,12 @@ StatusOr<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path
   StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(
       path, mode == OpenMode::kCreate ? SqliteDb::Mode::kReadWriteCreate : SqliteDb::Mode::kReadWrite);
   if (!db.ok()) return db.status();
-  // Refuse someone else's file or a newer schema before changing anything in it.
-  FG_RETURN_IF_ERROR(CheckNotNewer(**db));
+  // Refuse someone else's file, a newer schema or a damaged one (a table, column, index or
+  // trigger of its version missing) before changing anything in it: writing into a file
+  // without its UNIQUE constraints or triggers would store wrong rows silently.
+  StatusOr<int> version = CheckNotNewer(**db);
+  if (!version.ok()) return version.status();
+  FG_RETURN_IF_ERROR(CheckSchema(**db, *version));
   FG_RETURN_IF_ERROR(EnableWal(**db));
   FG_RETURN_IF_ERROR((*db)->Exec("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -65536"));
   FG_RETURN_IF_ERROR(MigrateSchema(**db));
@@ -66,9 +72,8 @@ StatusOr<std::unique_ptr<ResultStore>> ResultStore::Open(const std::string& path
 StatusOr<std::unique_ptr<ResultStore>> ResultStore::OpenReadOnly(const std::string& path) {
   StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, SqliteDb::Mode::kReadOnly);
   if (!db.ok()) return db.status();
-  StatusOr<int> version = ReadSchemaVersion(**db);
+  StatusOr<int> version = CheckNotNewer(**db);
   if (!version.ok()) return version.status();
-  FG_RETURN_IF_ERROR(CheckNotNewer(**db));
   if (*version < kStoreSchemaVersion) {
     StatusOr<std::unique_ptr<SqliteDb>> copy = (*db)->CopyToMemory();
     if (!copy.ok()) return copy.status();

@@ -12,8 +12,11 @@
 // waits for the others (busy timeout 30 s, then whole-transaction retries) instead of
 // failing with "database is locked". One ResultStore per thread.
 // Errors: every call returns a Status whose message names the file. Open() gives
-// kCorrupt for a file that is not a framegate database, kUnsupported for one written by a
-// newer framegate (schema version above kStoreSchemaVersion); neither is modified.
+// kCorrupt for a file that is not a framegate database or has a negative schema version,
+// kUnsupported for one written by a newer framegate (schema version above
+// kStoreSchemaVersion), and in the writable modes kCorrupt for a damaged schema (a table,
+// column, index, constraint or trigger of its version missing: store/schema_check.h);
+// none of them is modified.
 #pragma once
 
 #include <functional>

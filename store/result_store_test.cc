@@ -1,6 +1,7 @@
 #include "store/result_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -278,6 +279,23 @@ TEST(ResultStoreTest, OpenExistingDoesNotCreateAMissingFile) {
   EXPECT_EQ(store.status().code(), Status::Code::kNotFound);
   EXPECT_NE(store.status().message().find(file.path()), std::string::npos);
   EXPECT_NE(access(file.path().c_str(), F_OK), 0);
+}
+
+TEST(ResultStoreTest, AFifoOrAFolderIsRefusedWithoutOpeningIt) {
+  TestDb file("fifo");
+  ASSERT_EQ(mkfifo(file.path().c_str(), 0600), 0);
+  const std::string folder = file.dir() + "/folder.db";
+  ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
+  for (const std::string& path : {file.path(), folder}) {
+    // A read-only open of a FIFO blocked until a writer came: for ever.
+    for (ResultStore::OpenMode mode : {ResultStore::OpenMode::kCreate, ResultStore::OpenMode::kExisting,
+                                       ResultStore::OpenMode::kReadOnly}) {
+      auto store = ResultStore::Open(path, mode);
+      ASSERT_FALSE(store.ok());
+      EXPECT_EQ(store.status().code(), Status::Code::kInvalidInput);
+      EXPECT_EQ(store.status().message(), path + ": not a regular file (a database is one file)");
+    }
+  }
 }
 
 TEST(ResultStoreTest, RefusesANewerSchemaWithoutTouchingTheFile) {

@@ -1,6 +1,7 @@
 #include "store/schema.h"
 
 #include <algorithm>
+#include <cassert>
 #include <vector>
 
 namespace framegate {
@@ -354,6 +355,11 @@ Status NewerVersionError(const SqliteDb& db, int version) {
 StatusOr<int> ReadSchemaVersion(SqliteDb& db) {
   StatusOr<int64_t> version = db.QueryInt("PRAGMA user_version");
   if (!version.ok()) return version.status();
+  if (*version < 0) {
+    return Status::Corrupt(db.path() + ": schema version " + std::to_string(*version) +
+                           " is not a framegate schema version (0.." + std::to_string(kStoreSchemaVersion) +
+                           ")");
+  }
   if (*version == 0) {
     StatusOr<int64_t> tables = db.QueryInt("SELECT count(*) FROM sqlite_master");
     if (!tables.ok()) return tables.status();
@@ -367,6 +373,9 @@ StatusOr<int> ReadSchemaVersion(SqliteDb& db) {
 }
 
 Status MigrateSchema(SqliteDb& db, int target) {
+  if (target < 0 || target > kStoreSchemaVersion) {
+    return Status::Internal(db.path() + ": no schema version " + std::to_string(target) + " to migrate to");
+  }
   StatusOr<int> before = ReadSchemaVersion(db);
   if (!before.ok()) return before.status();
   if (*before > kStoreSchemaVersion) return NewerVersionError(db, *before);
@@ -375,6 +384,7 @@ Status MigrateSchema(SqliteDb& db, int target) {
     StatusOr<int> version = ReadSchemaVersion(db);  // another process may have migrated
     if (!version.ok()) return version.status();
     if (*version > kStoreSchemaVersion) return NewerVersionError(db, *version);
+    assert(*version >= 0);  // ReadSchemaVersion refuses a negative one
     for (int v = *version; v < target; ++v) {
       Status step = kSteps[v](db);
       if (!step.ok()) {

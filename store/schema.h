@@ -22,8 +22,10 @@ namespace framegate {
 
 constexpr int kStoreSchemaVersion = 4;
 
-// The version stored in the file. Corrupt (naming the file) when it is not an SQLite
-// database, or an SQLite database with tables but no framegate version (someone else's).
+// The version stored in the file, >= 0. Corrupt (naming the file) when it is not an
+// SQLite database, an SQLite database with tables but no framegate version (someone
+// else's), or a negative version (naming it). A version above kStoreSchemaVersion is
+// returned: the caller refuses it as newer.
 StatusOr<int> ReadSchemaVersion(SqliteDb& db);
 
 // Brings the database to `target` (<= kStoreSchemaVersion) inside one write transaction,

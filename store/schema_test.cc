@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "store/db_check.h"
 #include "store/regressions.h"
 #include "store/result_store.h"
 #include "store/test_db.h"
@@ -194,6 +195,34 @@ TEST(SchemaTest, ConcurrentFirstOpensMigrateOnce) {
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM sqlite_master WHERE name = 'cells'"), 1);
   EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), kStoreSchemaVersion);
+}
+
+TEST(SchemaTest, NegativeSchemaVersionIsRefusedEverywhere) {
+  TestDb file("negative");
+  {
+    StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(file.path());
+    ASSERT_TRUE(store.ok());
+    RunInfo info;
+    info.run_id = "r1";
+    info.started_at = "2024-05-01T03:00:00Z";
+    ASSERT_TRUE((*store)->BeginRun(info, {}).ok());
+  }
+  ExecSql(file.path(), "PRAGMA user_version = -1");
+  StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(file.path(), SqliteDb::Mode::kReadOnly);
+  StatusOr<int> version = ReadSchemaVersion(**db);
+  ASSERT_FALSE(version.ok());
+  EXPECT_EQ(version.status().message(), file.path() +
+                                            ": schema version -1 is not a framegate schema version (0.." +
+                                            std::to_string(kStoreSchemaVersion) + ")");
+  db->reset();
+  for (ResultStore::OpenMode mode :
+       {ResultStore::OpenMode::kCreate, ResultStore::OpenMode::kExisting, ResultStore::OpenMode::kReadOnly}) {
+    StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(file.path(), mode);
+    ASSERT_FALSE(store.ok());
+    EXPECT_EQ(store.status().code(), Status::Code::kCorrupt);
+  }
+  EXPECT_FALSE(CheckDatabase(file.path()).ok());
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM runs"), 1);
 }
 
 }  // namespace

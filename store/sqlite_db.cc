@@ -97,8 +97,14 @@ std::string_view SqliteStatement::TextView(int column) const {
 
 StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, Mode mode) {
   struct stat info;
-  if (mode != Mode::kReadWriteCreate && stat(path.c_str(), &info) != 0) {
+  const bool exists = path != ":memory:" && stat(path.c_str(), &info) == 0;
+  if (mode != Mode::kReadWriteCreate && !exists) {
     return Status::NotFound(path + ": no such database file");
+  }
+  // A FIFO would block the open (read-only) or every read; a directory or device is no
+  // database either.
+  if (exists && !S_ISREG(info.st_mode)) {
+    return Status::InvalidInput(path + ": not a regular file (a database is one file)");
   }
   int flags = SQLITE_OPEN_NOMUTEX;
   if (mode == Mode::kReadOnly) {

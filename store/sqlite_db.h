@@ -87,8 +87,9 @@ class SqliteBinder {
 class SqliteDb {
  public:
   enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly };
-  // Opens (NotFound when the file does not exist and mode is not kReadWriteCreate) and
-  // sets busy_timeout. Does not check that the file is a framegate database.
+  // Opens (NotFound when the file does not exist and mode is not kReadWriteCreate;
+  // InvalidInput, without opening it, when the path is not a regular file: a FIFO would
+  // block) and sets busy_timeout. Does not check that the file is a framegate database.
   static StatusOr<std::unique_ptr<SqliteDb>> Open(const std::string& path, Mode mode);
   ~SqliteDb();
 

@@ -6,6 +6,7 @@
 
 #include "harness/cell_result_json.h"
 #include "store/run_rows.h"
+#include "store/schema_check.h"
 
 namespace framegate {
 namespace {
@@ -135,12 +136,23 @@ Status MergeGoldens(ResultStore& out, ResultStore& in, const std::string& input,
   return Status::Ok();
 }
 
-}  // namespace
-
-Status MergeStore(ResultStore& out, const std::string& input, MergeCounts* counts) {
-  if (SameFile(out.path(), input)) {
-    return Status::InvalidInput(input + ": is the output database itself");
+// Corrupt when the run holds two results for one cell id: merged, one would replace the
+// other (a FAIL hidden by a PASS) without a conflict.
+Status CheckOneResultPerCell(const std::string& input, const RunRecord& run) {
+  std::map<std::string, const CellResult*> seen;  // cell id -> its first result
+  for (const CellResult& r : run.cells) {
+    auto [first, inserted] = seen.emplace(r.cell.Id(), &r);
+    if (inserted) continue;
+    return Status::Corrupt(input + ": run " + run.info.run_id + ": cell " + r.cell.Id() + " (" +
+                           r.cell.Label() + ") is stored twice (" + StatusName(first->second->status) +
+                           " and " + StatusName(r.status) +
+                           "); merging would keep one and hide the other, so nothing was merged");
   }
+  return Status::Ok();
+}
+
+// Merges an input CheckMergeInput accepted.
+Status MergeCheckedInput(ResultStore& out, const std::string& input, MergeCounts* counts) {
   StatusOr<std::unique_ptr<ResultStore>> in = ResultStore::Open(input, ResultStore::OpenMode::kReadOnly);
   if (!in.ok()) return in.status();
   StatusOr<std::vector<RunInfo>> runs = (*in)->ListRuns();
@@ -152,6 +164,45 @@ Status MergeStore(ResultStore& out, const std::string& input, MergeCounts* count
     FG_RETURN_IF_ERROR(MergeCells(out, input, *run, counts));
   }
   return MergeGoldens(out, **in, input, counts);
+}
+
+}  // namespace
+
+Status CheckMergeInput(const std::string& out_path, const std::string& input) {
+  if (SameFile(out_path, input)) {
+    return Status::InvalidInput(input + ": is the output database itself");
+  }
+  StatusOr<std::unique_ptr<ResultStore>> in = ResultStore::Open(input, ResultStore::OpenMode::kReadOnly);
+  if (!in.ok()) return in.status();
+  // A cells row without its run or cell_specs row is not loaded: merging would drop it.
+  StatusOr<std::vector<std::string>> dangling = DanglingReferences((*in)->db(), "cells");
+  if (!dangling.ok()) return dangling.status();
+  if (!dangling->empty()) {
+    return Status::Corrupt(input + ": " + dangling->front() +
+                           "; merging would lose those results, so nothing was merged");
+  }
+  StatusOr<std::vector<RunInfo>> runs = (*in)->ListRuns();
+  if (!runs.ok()) return runs.status();
+  for (const RunInfo& info : *runs) {
+    StatusOr<RunRecord> run = (*in)->LoadRun(info.run_id);
+    if (!run.ok()) return run.status();
+    FG_RETURN_IF_ERROR(CheckOneResultPerCell(input, *run));
+  }
+  return Status::Ok();
+}
+
+Status MergeStore(ResultStore& out, const std::string& input, MergeCounts* counts) {
+  FG_RETURN_IF_ERROR(CheckMergeInput(out.path(), input));
+  return MergeCheckedInput(out, input, counts);
+}
+
+StatusOr<MergeCounts> MergeStores(const std::string& out_path, const std::vector<std::string>& inputs) {
+  for (const std::string& input : inputs) FG_RETURN_IF_ERROR(CheckMergeInput(out_path, input));
+  StatusOr<std::unique_ptr<ResultStore>> out = ResultStore::Open(out_path);
+  if (!out.ok()) return out.status();
+  MergeCounts counts;
+  for (const std::string& input : inputs) FG_RETURN_IF_ERROR(MergeCheckedInput(**out, input, &counts));
+  return counts;
 }
 
 }  // namespace framegate

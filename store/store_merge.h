@@ -22,8 +22,23 @@ struct MergeCounts {
   std::vector<std::string> conflicts;  // "IN.db: run R cell C: status PASS vs FAIL; kept ..."
 };
 
+// Whether `input` can be merged into the file at `out_path` without hiding a result. Reads
+// only. InvalidInput when input and output are the same file; Corrupt naming the input,
+// the run and the cell when one run of the input holds two results for one cell id (a
+// hand-made file without the cells table's UNIQUE (run_id, cell_id), or an older-schema
+// file whose rows migrate to one id): merged, the second would replace the first, a FAIL
+// become a PASS with no conflict; Corrupt naming the input when a cells row refers to a
+// missing run or cell_specs row (it would not be read, so not merged). Also the errors of
+// opening it read-only.
+Status CheckMergeInput(const std::string& out_path, const std::string& input);
+
+// Checks `input` (CheckMergeInput: when refused, `out` is not written), then merges it.
 // Reads `input` read-only (an older schema is migrated in memory, never on disk).
-// InvalidInput when input and output are the same file.
 Status MergeStore(ResultStore& out, const std::string& input, MergeCounts* counts);
+
+// `framegate merge`: checks every input first and creates or opens `out_path` only when
+// all of them pass, so a refused input leaves the output as it was (or absent); then
+// merges them in order.
+StatusOr<MergeCounts> MergeStores(const std::string& out_path, const std::vector<std::string>& inputs);
 
 }  // namespace framegate

@@ -1,9 +1,12 @@
 #include "store/store_merge.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "harness/cell_result_json.h"
 
+#include "store/schema.h"
 #include "store/synthetic_results.h"
 #include "store/test_db.h"
 
@@ -164,6 +167,66 @@ TEST(StoreMergeTest, RefusesToMergeAFileIntoItself) {
   MergeCounts counts;
   Status s = MergeStore(**store, out.path(), &counts);
   EXPECT_EQ(s.code(), Status::Code::kInvalidInput);
+}
+
+// An older-schema input whose run holds two results for one cell: in version 1 the cell
+// id was stored as written (UNIQUE (run_id, cell_id) held), but the identity fields it
+// hashed (sampler, steps) were not kept, so both rows migrate to one Cell::Id().
+void WriteVersion1FileWithTwinCells(const std::string& path) {
+  StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(MigrateSchema(**db, 1).ok());
+  ASSERT_TRUE((*db)
+                  ->Exec(R"sql(
+    INSERT INTO runs VALUES ('v1-run', '2023-01-01T00:00:00Z', '2023-01-01T01:00:00Z',
+                             'finished', 'h', 'abc', '0.0.9', '1.12.1', 'nightly');
+    INSERT INTO cells VALUES (1, 'v1-run', 'aaaa000011112222', 'reference:tiny', 'cpu', 'fp16',
+                              0, '', 'FAIL', 'min_psnr 12 < 30', '[]');
+    INSERT INTO cells VALUES (2, 'v1-run', 'bbbb000011112222', 'reference:tiny', 'cpu', 'fp16',
+                              0, '', 'PASS', '', '[]');
+  )sql")
+                  .ok());
+}
+
+TEST(StoreMergeTest, AnInputWithTwoResultsForOneCellIsRefusedAndTheOutputLeftAlone) {
+  TestDb out("out"), good("good"), twins("twins");
+  WriteShard(good.path(), "run-1", 0, 2);
+  WriteVersion1FileWithTwinCells(twins.path());
+  Cell twin;  // what both rows migrate to: sampler "", steps 0, guidance 0
+  twin.policy = "fp16";
+  const std::string cell_id = twin.Id();
+  const std::string expected = twins.path() + ": run v1-run: cell " + cell_id +
+                               " (reference:tiny cpu fp16 seed=0) is stored twice (FAIL and PASS); merging "
+                               "would keep one and hide the other, so nothing was merged";
+  // Every input is checked before the output is created or written.
+  StatusOr<MergeCounts> merged = MergeStores(out.path(), {good.path(), twins.path()});
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(merged.status().code(), Status::Code::kCorrupt);
+  EXPECT_EQ(merged.status().message(), expected);
+  EXPECT_FALSE(std::filesystem::exists(out.path()));
+  WriteShard(out.path(), "run-0", 5, 1);
+  const std::string before = Contents(out.path());
+  merged = MergeStores(out.path(), {good.path(), twins.path()});
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(Contents(out.path()), before);
+  auto store = ResultStore::Open(out.path());
+  MergeCounts counts;
+  EXPECT_EQ(MergeStore(**store, twins.path(), &counts).message(), expected);
+  EXPECT_EQ(Contents(out.path()), before);
+  // The input is read-only to merge: still version 1 with both rows.
+  EXPECT_EQ(QueryInt(twins.path(), "PRAGMA user_version"), 1);
+  EXPECT_EQ(QueryInt(twins.path(), "SELECT count(*) FROM cells"), 2);
+}
+
+TEST(StoreMergeTest, InputsWithoutTwinsStillMergeThroughMergeStores) {
+  TestDb out("out"), shard1("shard1"), shard2("shard2");
+  WriteShard(shard1.path(), "run-1", 0, 3);
+  WriteShard(shard2.path(), "run-2", 3, 2);
+  StatusOr<MergeCounts> merged = MergeStores(out.path(), {shard1.path(), shard2.path()});
+  ASSERT_TRUE(merged.ok()) << merged.status().message();
+  EXPECT_EQ(merged->cells_added, 5);
+  EXPECT_EQ(merged->runs_added, 2);
+  EXPECT_EQ(MergeStores(out.path(), {out.path()}).status().code(), Status::Code::kInvalidInput);
 }
 
 }  // namespace
