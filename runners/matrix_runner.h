@@ -5,8 +5,10 @@
 //   - a persistent worker (`framegate run-cell --worker`, the default): one process runs cell
 //     after cell, keeping the models it built and the goldens it read. A cell that
 //     crashes or hangs takes the worker with it (CRASH / TIMEOUT) and a new worker takes
-//     the next cell; a worker is also replaced after `worker_max_cells` cells or once
-//     its resident memory passes `worker_max_rss_bytes`; or
+//     the next cell; a worker that dies before it took a cell (idle) is replaced and the
+//     cell resent, once, without blaming it; a worker is also replaced after
+//     `worker_max_cells` cells or once its resident memory passes
+//     `worker_max_rss_bytes`; or
 //   - a process per cell (`framegate run-cell`).
 // Every finished cell is recorded through `on_finished` before the slot's next cell
 // starts. The cells' files go to a scratch folder in $TMPDIR (runners/scratch_folder.h),
