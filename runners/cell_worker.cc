@@ -19,6 +19,7 @@
 
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
+#include "runners/cell_slot.h"
 
 namespace framegate {
 namespace {
@@ -144,15 +145,28 @@ int RunCellFile(const std::string& cell_path, const std::string& result_path,
   return 0;
 }
 
+void TEST_ExitWorkerAtRequest(int request) {
+  const char* at = std::getenv("FRAMEGATE_TEST_WORKER_EXIT_AT_REQUEST");
+  if (at == nullptr || std::atoi(at) != request) return;
+  std::fprintf(stderr, "framegate: test hook: the worker exits at its request %d\n", request);
+  std::fflush(stderr);
+  std::_Exit(3);
+}
+
 int ServeCells(const CellProcessSettings& settings) {
   // Replies go to the stdout the worker started with; each cell's own output goes to
   // files in its folder.
   const int reply_fd = dup(STDOUT_FILENO);
   if (reply_fd < 0) return ReportBadInput(Status::IoError("run-cell --worker: cannot keep stdout"));
   FILE* replies = fdopen(reply_fd, "w");
+  if (replies == nullptr) return ReportBadInput(Status::IoError("run-cell --worker: cannot keep stdout"));
   CellRunCache cache;
   std::string line;
-  while (std::getline(std::cin, line)) {
+  for (int requests = 1; std::getline(std::cin, line); ++requests) {
+    TEST_ExitWorkerAtRequest(requests);
+    // Taken: from here on, the worker's end is the cell's.
+    std::fprintf(replies, "%s\n", kWorkerTookCell);
+    std::fflush(replies);
     const nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
     if (!request.is_object() || !request.contains("dir") || !request["dir"].is_string()) {
       return ReportBadInput(Status::InvalidInput("run-cell --worker: bad request line: " + line));

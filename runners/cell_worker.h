@@ -3,13 +3,18 @@
 // prepare the process the same way for each cell (PrepareProcessForCell), so that a cell
 // gives the same result in a worker, after any other cells, as in a process of its own.
 //
-// Worker protocol (runners/matrix_runner.cc is the other end): the runner writes one
+// Worker protocol (runners/cell_slot.cc is the other end): the runner writes one
 // request line to the worker's stdin, the JSON {"dir": D, "artifacts": A}; D holds
-// cell.json. The worker sends the cell's stdout and stderr to D/stdout.txt and
-// D/stderr.txt, writes D/result.json (atomically), then replies on its original stdout
-// with one line: the exit code a run-cell process would have had ("0", or "2" for bad
-// input, whose one-line error is the last line of D/stderr.txt). End of stdin: the
-// worker exits 0. A crash or hang takes the worker with it; the runner starts another.
+// cell.json. As soon as it has read the line the worker replies "taken" on its original
+// stdout (kWorkerTookCell). It sends the cell's stdout and stderr to D/stdout.txt and
+// D/stderr.txt, writes D/result.json (atomically), then replies with one more line: the
+// exit code a run-cell process would have had ("0", or "2" for bad input, whose one-line
+// error is the last line of D/stderr.txt). End of stdin: the worker exits 0.
+// A worker that ends after "taken" and before the exit code was ended by the cell
+// (crash, abort, hang): CRASH / TIMEOUT, and the runner starts another for the next cell.
+// A worker that ends before "taken" died idle: the runner sends the cell to a new
+// worker without blaming it, once; if that one dies before "taken" too, the cell is CRASH
+// with a reason saying so.
 #pragma once
 
 #include <string>
@@ -34,6 +39,10 @@ int RunCellFile(const std::string& cell_path, const std::string& result_path,
 
 // The worker loop on stdin/stdout (protocol above). Returns the exit code.
 int ServeCells(const CellProcessSettings& settings);
+
+// Test hook: with FRAMEGATE_TEST_WORKER_EXIT_AT_REQUEST=N a worker exits (code 3) when
+// it has read its N-th request, before it replies "taken": a worker that dies idle.
+void TEST_ExitWorkerAtRequest(int request);
 
 // Test hook (TEST_ in the style of leveldb): with FRAMEGATE_TEST_CELL_FAULTS set to
 // "POLICY:segv,POLICY:abort,POLICY:hang,..." a cell process or worker whose cell has

@@ -5,11 +5,14 @@
 //   - a persistent worker (`framegate run-cell --worker`, the default): one process runs cell
 //     after cell, keeping the models it built and the goldens it read. A cell that
 //     crashes or hangs takes the worker with it (CRASH / TIMEOUT) and a new worker takes
-//     the next cell; a worker is also replaced after `worker_max_cells` cells or once
-//     its resident memory passes `worker_max_rss_bytes`; or
+//     the next cell; a worker that dies before it took a cell (idle) is replaced and the
+//     cell resent, once, without blaming it; a worker is also replaced after
+//     `worker_max_cells` cells or once its resident memory passes
+//     `worker_max_rss_bytes`; or
 //   - a process per cell (`framegate run-cell`).
 // Every finished cell is recorded through `on_finished` before the slot's next cell
-// starts.
+// starts. The cells' files go to a scratch folder in $TMPDIR (runners/scratch_folder.h),
+// one folder per attempt named <cell id>-<attempt number>, removed at the end.
 #pragma once
 
 #include <atomic>
@@ -56,10 +59,21 @@ struct MatrixRunSummary {
 };
 
 // Runs `cells` until all are done or `*stop` becomes true (then running processes are
-// killed and the summary says interrupted). Never throws.
+// killed and the summary says interrupted). Never throws. An error (the scratch folder
+// cannot be made, a process cannot be started, `on_finished` failed) ends the run: its
+// message names what failed and why.
 StatusOr<MatrixRunSummary> RunCells(const std::vector<Cell>& cells, const CellProcessOptions& options,
                                     const CellStarted& on_started, const CellFinished& on_finished,
                                     const std::atomic<bool>* stop);
+
+// With --fallback, the next step after an attempt ended NONFINITE or BROKEN_FRAMES:
+// `tried` holds the policies of the cell's attempts so far, in order, the one that just
+// ended last; `fallback` is that policy's fallback ("" none).
+struct FallbackStep {
+  std::string next;     // the policy of the next attempt; "" when the cell is finished
+  std::string stopped;  // why there is none although `fallback` is set (it was tried)
+};
+FallbackStep NextFallback(const std::vector<std::string>& tried, const std::string& fallback);
 
 // The result of a cell whose process ended without writing one: TIMEOUT, or CRASH with
 // the signal or exit code and the last line the process wrote to stderr.
