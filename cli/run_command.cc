@@ -1,40 +1,36 @@
-// framegate run: the matrix runner. Expands a matrix (or ad-hoc axes), runs every cell
-// outside this process (a persistent worker per device, or a process per cell:
-// runners/matrix_runner.h), records each finished cell in the SQLite store, prints the
+// framegate run: the matrix runner's command line. Parses the flags (with --resume: the
+// stored run's, runs.argv), hands the run to the run use case (runners/matrix_run.h:
+// expand, begin, record each cell in the SQLite store, finish), and prints progress, the
 // summary and a per-device verdict, and writes the reports asked for (report_command.h).
 // LibTorch-free: the front executable serves it; its cells run in the pipeline
 // executable's `run-cell` processes (run_cell_command.cc).
 // Exit: 0 every cell passed (XFAIL and UNSUPPORTED count as passing), 1 a cell failed,
-// 2 harness or usage error, 130 interrupted (resume with --resume RUN_ID).
+// 2 harness or usage error, 130 interrupted (SIGINT, SIGTERM, SIGHUP; resume with
+// --resume RUN_ID).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
+#include <memory>
 #include <random>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "checks/verdict.h"
 #include "cli/command.h"
 #include "cli/command_table.h"
-#include "cli/output_file.h"
 #include "cli/pipeline_options.h"
 #include "cli/report_command.h"
 #include "harness/build_info.h"
-#include "harness/cell_result_json.h"
-#include "harness/sha256.h"
+#include "harness/shell_quote.h"
 #include "matrix/device_discovery.h"
-#include "matrix/matrix_spec.h"
-#include "matrix/shard.h"
-#include "matrix/unsupported.h"
 #include "reports/terminal_report.h"
+#include "runners/matrix_run.h"
 #include "runners/matrix_runner.h"
 #include "store/result_store.h"
 
@@ -98,145 +94,8 @@ RunInfo NewRunInfo(const std::string& tags, const std::string& command, const Bu
 
 namespace {
 
-RunInfo MakeRunInfo(const RunOptions& o, const MatrixSpec& spec, const std::string& command) {
-  // The runner loads no LibTorch: the BLAS is the one the cell processes report.
-  RunInfo info = NewRunInfo(o.tags, command, StaticBuildInfo());
-  if (!o.resume.empty()) info.run_id = o.resume;
-  info.matrix_path = o.adhoc ? "" : spec.source;
-  info.matrix_sha256 = spec.sha256;
-  info.shard = o.shard;
-  return info;
-}
-
-StatusOr<MatrixSpec> CellsToRun(const RunOptions& o, const std::vector<DeviceInfo>& found) {
-  if (!o.adhoc) return LoadMatrix(o.matrix.empty() ? "local" : o.matrix, found);
-  MatrixSpec spec;
-  spec.source = "(ad-hoc axes)";
-  spec.name = "ad-hoc";
-  spec.cells = o.pipeline.ToCells();
-  for (const Cell& c : spec.cells) {
-    FG_RETURN_IF_ERROR(CheckCellResolves(c));  // unknown names are usage errors
-  }
-  return spec;
-}
-
-int RunMatrix(const RunOptions& o, const std::string& command) {
-  const std::vector<DeviceInfo> found = DiscoverDevices();
-  StatusOr<MatrixSpec> spec = CellsToRun(o, found);
-  if (!spec.ok()) return ReportError(spec.status());
-  std::vector<Cell> cells = spec->cells;
-  if (!o.shard.empty()) {
-    StatusOr<ShardSpec> shard = ParseShard(o.shard);
-    if (!shard.ok()) return ReportError(shard.status());
-    cells = ShardCells(cells, shard->index, shard->count);
-  }
-  StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(o.db);
-  if (!store.ok()) return ReportError(store.status());
-  RunInfo info = MakeRunInfo(o, *spec, command);
-  std::set<std::string> done;
-  if (!o.resume.empty()) {
-    StatusOr<RunInfo> earlier = (*store)->LoadRunInfo(o.resume);
-    if (!earlier.ok()) return ReportError(earlier.status());
-    info = *earlier;
-    info.state = "running";
-    StatusOr<std::set<std::string>> ids = (*store)->FinishedCellIds(o.resume);
-    if (!ids.ok()) return ReportError(ids.status());
-    done = *ids;
-  }
-  std::vector<DeviceInfo> used;
-  for (const DeviceInfo& d : found) {
-    for (const Cell& c : cells) {
-      if (c.device == d.device) {
-        used.push_back(d);
-        break;
-      }
-    }
-  }
-  Status begun = (*store)->BeginRun(info, used);
-  if (!begun.ok()) return ReportError(begun);
-  std::ostream& text = o.reports.Text();
-  text << "run " << info.run_id << std::endl;
-
-  const TerminalStyle style = DetectTerminalStyle(o.reports.TextFd());
-  ProgressPrinter progress(text, static_cast<int>(cells.size()), style, SteadyNowSeconds);
-  const auto record = [&](const CellResult& r) -> Status {
-    FG_RETURN_IF_ERROR((*store)->RecordCell(info.run_id, r));
-    progress.CellFinished(r);
-    return Status::Ok();
-  };
-  std::vector<Cell> to_run;
-  for (const Cell& c : cells) {
-    if (done.count(c.Id())) continue;
-    const std::string unsupported = UnsupportedReason(c, found);
-    if (unsupported.empty()) {
-      to_run.push_back(c);
-      continue;
-    }
-    VerdictInputs in;
-    in.run = RunEnd::kUnsupported;
-    in.unsupported = unsupported;
-    in.expected_to_fail = c.expected_to_fail();
-    CellResult r = JudgedResult(c, DecideVerdict(in));
-    r.repro = CheckCommandFor(c, o.golden_dir);
-    const Status s = record(r);
-    if (!s.ok()) return ReportError(s);
-  }
-  CellProcessOptions p;
-  p.framegate_binary = PipelineExecutablePath();
-  CellRunOptions& cell = p.settings.run;
-  cell.golden_dir = o.golden_dir;
-  cell.artifacts_dir =
-      o.artifacts.empty() ? "framegate-artifacts/" + info.run_id : o.artifacts + "/" + info.run_id;
-  cell.repeats = o.repeats > 0 ? o.repeats : spec->repeats;
-  cell.warmup = o.warmup >= 0 ? o.warmup : spec->warmup;
-  cell.fp64_ref = o.fp64_ref;
-  cell.probes = o.probes;
-  p.settings.threads = o.threads;
-  p.settings.deterministic = o.deterministic;
-  p.timeout_seconds = o.timeout > 0 ? o.timeout : (spec->timeout_seconds > 0 ? spec->timeout_seconds : 600);
-  p.fallback = o.fallback;
-  p.isolation = *ParseCellIsolation(o.isolation);
-  p.worker_max_cells = o.worker_cells;
-  p.worker_max_rss_bytes = o.worker_rss_mib << 20;
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGTERM, OnStopSignal);
-  StatusOr<MatrixRunSummary> summary = RunCells(
-      to_run, p, [&](const Cell& c) { progress.CellStarted(c); }, record, &g_stop);
-  progress.Finish();
-  if (summary.ok() && !summary->blas.empty()) {
-    const Status blas = (*store)->RecordRunBlas(info.run_id, summary->blas);
-    if (!blas.ok()) return ReportError(blas);
-  }
-  if (!summary.ok()) {
-    (*store)->FinishRun(info.run_id, "interrupted", NowIso8601());
-    return ReportError(summary.status());
-  }
-  const bool interrupted = summary->interrupted;
-  Status finished = (*store)->FinishRun(info.run_id, interrupted ? "interrupted" : "finished", NowIso8601());
-  if (!finished.ok()) return ReportError(finished);
-  StatusOr<RunRecord> run = (*store)->LoadRun(info.run_id);
-  if (!run.ok()) return ReportError(run.status());
-  WriteTerminalSummary(*run, style, text);
-  const nlohmann::json verdicts = DeviceVerdicts(*run, text);
-  const Status written = WriteReports(*run, **store, o.reports, verdicts);
-  if (!written.ok()) return ReportError(written);
-  if (interrupted) {
-    text << "interrupted: " << summary->finished << " cells recorded; finish with: " << command
-         << " --resume " << info.run_id << "\n";
-    return kExitInterrupted;
-  }
-  if (summary->harness_error) return kExitHarnessError;
-  for (const CellResult& c : run->cells) {
-    if (IsFailure(c.status)) return kExitFailed;
-  }
-  return kExitOk;
-}
-
-}  // namespace
-
-Command AddRunCommand(CLI::App& parent) {
-  auto o = std::make_shared<RunOptions>();
-  CLI::App* app = parent.add_subcommand("run", kRunSummary);
+// `run`'s options and arguments on `app` (also used to parse a stored run's argv again).
+void AddRunOptions(CLI::App* app, RunOptions* o) {
   app->add_option("MATRIX", o->matrix, "Matrix file or shipped name: local, smoke, nightly, qualification");
   AddPipelineOptions(app, &o->pipeline);
   AddGoldenDirOption(app, &o->golden_dir);
@@ -244,7 +103,8 @@ Command AddRunCommand(CLI::App& parent) {
   app->add_option("--shard", o->shard, "Run shard i of n (1-based): i/n");
   app->add_option("--tags", o->tags, "Tags of the run: nightly, qualification, ...")->capture_default_str();
   app->add_option("--timeout", o->timeout, "Seconds per cell (default: the matrix's, else 600)");
-  app->add_option("--resume", o->resume, "Finish an interrupted run without redoing its cells");
+  app->add_option("--resume", o->resume,
+                  "Finish an interrupted run without redoing its cells, with the options it began with");
   app->add_option("--artifacts", o->artifacts, "Folder for the cells' frames (default: framegate-artifacts)");
   app->add_option("--repeats", o->repeats, "Timed runs per cell (default: the matrix's)");
   app->add_option("--warmup", o->warmup, "Untimed runs per cell (default: the matrix's)");
@@ -277,18 +137,191 @@ Command AddRunCommand(CLI::App& parent) {
       throw CLI::ValidationError("MATRIX", "give a matrix or ad-hoc axes, not both");
     }
   });
-  return {app, [o] {
-            std::string line = "framegate run";
-            if (!o->matrix.empty()) line += " " + o->matrix;
-            if (o->adhoc) {
-              const Cell c = o->pipeline.ToCells().front();
-              line += (c.model_dir.empty() ? " --size " + c.size : " --model " + c.model_dir) + " --policy " +
-                      o->pipeline.policy + " --seed " + std::to_string(c.seed);
-              if (!c.fault.empty()) line += " --fault " + c.fault;
-            }
-            line += " --db " + o->db;
-            return RunMatrix(*o, line);
-          }};
+}
+
+// Options that may differ on a resume: where the store is and which reports to write.
+bool MayDifferOnResume(const std::string& name) {
+  return name == "--resume" || name == "--db" || name == "--html" || name == "--junit" || name == "--json" ||
+         name == "--bench-json";
+}
+
+// "--shard 2/2", "MATRIX nightly", "--fallback": an option as given.
+std::string GivenText(const CLI::Option& option) {
+  if (option.get_expected_max() == 0) return option.get_name();  // a flag
+  return option.get_name() + " " + ShellCommand(option.results());
+}
+
+// The words after `framegate run` as this process was given them: its argv, from
+// /proc/self/cmdline (the front execs the pipeline executable with the same argv).
+StatusOr<std::vector<std::string>> GivenRunWords() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string word; std::getline(in, word, '\0');) argv.push_back(word);
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i] == "run") return std::vector<std::string>(argv.begin() + i + 1, argv.end());
+  }
+  return Status::Internal("cannot read this process's command line (/proc/self/cmdline)");
+}
+
+// What --resume restores: the given words, and --golden-dir when its value came from the
+// environment or the build (a resume elsewhere judges with the same goldens).
+std::vector<std::string> ArgvToStore(std::vector<std::string> words, const CLI::App& app,
+                                     const RunOptions& o) {
+  if (app.count("--golden-dir") == 0) {
+    words.push_back("--golden-dir");
+    words.push_back(o.golden_dir);
+  }
+  return words;
+}
+
+// The options of the run `stored` (its argv parsed again) with this command's --db,
+// --resume and report outputs. InvalidInput, one line, when an option given here
+// conflicts with the stored one or the stored argv no longer parses. A run stored before
+// schema 5 has no argv: the given options, with the stored shard and matrix when none is
+// given (the runner checks both against the stored run).
+Status RestoreStoredRun(const CLI::App& given_app, const RunOptions& given, const RunInfo& stored,
+                        RunOptions* restored) {
+  *restored = given;
+  const std::string where = "--resume " + given.resume + ": ";
+  if (stored.argv.empty()) {
+    if (restored->shard.empty()) restored->shard = stored.shard;
+    if (restored->matrix.empty() && !restored->adhoc) restored->matrix = stored.matrix_path;
+    return Status::Ok();
+  }
+  RunOptions from_store;
+  CLI::App root;
+  CLI::App* app = root.add_subcommand("run");
+  AddRunOptions(app, &from_store);
+  std::vector<std::string> words = {"run"};
+  words.insert(words.end(), stored.argv.begin(), stored.argv.end());
+  std::reverse(words.begin(), words.end());  // CLI11 takes them last first
+  try {
+    root.parse(words);
+  } catch (const CLI::ParseError& e) {
+    return Status::InvalidInput(where + "the run's stored options no longer parse: " + e.what());
+  }
+  for (const CLI::Option* option : given_app.get_options()) {
+    const std::string name = option->get_name();
+    if (option->count() == 0 || name.empty() || MayDifferOnResume(name)) continue;
+    const CLI::Option* before = app->get_option_no_throw(name);
+    if (before == nullptr || before->results() != option->results()) {
+      const std::string stored_text = before == nullptr || before->count() == 0
+                                          ? "the run, which began without " + name
+                                          : "the run's " + GivenText(*before);
+      return Status::InvalidInput(where + GivenText(*option) + " conflicts with " + stored_text +
+                                  " (--resume restores the run's options: give --db and reports only)");
+    }
+  }
+  from_store.db = given.db;
+  from_store.resume = given.resume;
+  const ReportOutputs& out = given.reports;
+  if (given_app.count("--html") > 0) from_store.reports.html_dir = out.html_dir;
+  if (given_app.count("--junit") > 0) from_store.reports.junit_path = out.junit_path;
+  if (given_app.count("--json") > 0) from_store.reports.json_path = out.json_path;
+  if (given_app.count("--bench-json") > 0) from_store.reports.bench_json_path = out.bench_json_path;
+  *restored = from_store;
+  return Status::Ok();
+}
+
+// The request of the run `o` asks for; `words` are the command's own (GivenRunWords).
+MatrixRunRequest RequestFor(const RunOptions& o, const CLI::App& app, const std::vector<std::string>& words) {
+  MatrixRunRequest request;
+  request.matrix = o.matrix.empty() ? "local" : o.matrix;
+  request.adhoc = o.adhoc;
+  if (o.adhoc) request.adhoc_cells = o.pipeline.ToCells();
+  request.found = DiscoverDevices();
+  request.shard = o.shard;
+  // The runner loads no LibTorch: the BLAS is the one the cell processes report.
+  request.new_run = NewRunInfo(o.tags, RunCommandLine(words), StaticBuildInfo());
+  request.new_run.argv = ArgvToStore(words, app, o);
+  request.resume_run_id = o.resume;
+  CellProcessOptions& p = request.process;
+  p.framegate_binary = PipelineExecutablePath();
+  p.settings.run.golden_dir = o.golden_dir;
+  p.settings.run.fp64_ref = o.fp64_ref;
+  p.settings.run.probes = o.probes;
+  p.settings.threads = o.threads;
+  p.settings.deterministic = o.deterministic;
+  p.fallback = o.fallback;
+  p.isolation = *ParseCellIsolation(o.isolation);
+  p.worker_max_cells = o.worker_cells;
+  p.worker_max_rss_bytes = o.worker_rss_mib << 20;
+  request.repeats = o.repeats;
+  request.warmup = o.warmup;
+  request.timeout_seconds = o.timeout;
+  if (!o.artifacts.empty()) request.artifacts_root = o.artifacts;
+  return request;
+}
+
+// Prints the stored run's summary, verdicts and reports; returns the run's exit code.
+int ReportRun(const MatrixRunOutcome& outcome, ResultStore& store, const ReportOutputs& reports,
+              TerminalStyle style) {
+  std::ostream& text = reports.Text();
+  StatusOr<RunRecord> run = store.LoadRun(outcome.run.run_id);
+  if (!run.ok()) return ReportError(run.status());
+  WriteTerminalSummary(*run, style, text);
+  const nlohmann::json verdicts = DeviceVerdicts(*run, text);
+  const Status written = WriteReports(*run, store, reports, verdicts);
+  if (!written.ok()) return ReportError(written);
+  if (outcome.interrupted) {
+    text << "interrupted: " << outcome.cells_run
+         << " cells recorded; finish with: " << ResumeCommandLine(outcome.run) << "\n";
+    return kExitInterrupted;
+  }
+  if (outcome.harness_error) return kExitHarnessError;
+  for (const CellResult& c : run->cells) {
+    if (IsFailure(c.status)) return kExitFailed;
+  }
+  return kExitOk;
+}
+
+int RunMatrix(RunOptions o, const CLI::App& app) {
+  StatusOr<std::vector<std::string>> words = GivenRunWords();
+  if (!words.ok()) return ReportError(words.status());
+  std::unique_ptr<ResultStore> store;
+  if (!o.resume.empty()) {  // the run's options are the stored ones
+    StatusOr<std::unique_ptr<ResultStore>> opened = ResultStore::Open(o.db, ResultStore::OpenMode::kExisting);
+    if (!opened.ok()) return ReportError(opened.status());
+    store = std::move(*opened);
+    StatusOr<RunInfo> stored = store->LoadRunInfo(o.resume);
+    if (!stored.ok()) return ReportError(stored.status());
+    const RunOptions given = o;
+    const Status restored = RestoreStoredRun(app, given, *stored, &o);
+    if (!restored.ok()) return ReportError(restored);
+  }
+  const MatrixRunRequest request = RequestFor(o, app, *words);
+  StatusOr<MatrixRunPlan> plan = PlanMatrixRun(request);  // a bad matrix creates no database
+  if (!plan.ok()) return ReportError(plan.status());
+  if (!store) {
+    StatusOr<std::unique_ptr<ResultStore>> opened = ResultStore::Open(o.db);
+    if (!opened.ok()) return ReportError(opened.status());
+    store = std::move(*opened);
+  }
+  std::ostream& text = o.reports.Text();
+  const TerminalStyle style = DetectTerminalStyle(o.reports.TextFd());
+  std::unique_ptr<ProgressPrinter> progress;
+  MatrixRunObservers observers;
+  observers.on_begun = [&](const RunInfo& run, int cells) {
+    text << "run " << run.run_id << std::endl;
+    progress = std::make_unique<ProgressPrinter>(text, cells, style, SteadyNowSeconds);
+  };
+  observers.on_started = [&](const Cell& c) { progress->CellStarted(c); };
+  observers.on_recorded = [&](const CellResult& r) { progress->CellFinished(r); };
+  // SIGHUP too: a closed terminal or ssh session interrupts the run as Ctrl-C does.
+  for (int stop_signal : {SIGINT, SIGTERM, SIGHUP}) std::signal(stop_signal, OnStopSignal);
+  StatusOr<MatrixRunOutcome> outcome = RunMatrixIntoStore(request, *plan, *store, observers, &g_stop);
+  if (progress) progress->Finish();
+  if (!outcome.ok()) return ReportError(outcome.status());
+  return ReportRun(*outcome, *store, o.reports, style);
+}
+
+}  // namespace
+
+Command AddRunCommand(CLI::App& parent) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* app = parent.add_subcommand("run", kRunSummary);
+  AddRunOptions(app, o.get());
+  return {app, [app, o] { return RunMatrix(*o, *app); }};
 }
 
 }  // namespace framegate

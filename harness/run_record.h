@@ -33,8 +33,12 @@ struct RunInfo {
   std::string tags;         // comma-separated: "nightly", "qualification", "local"
   std::string matrix_path;  // "" for ad-hoc axes
   std::string matrix_sha256;
-  std::string command;  // the command line that started the run
+  std::string command;  // the command line that started the run, shell-quoted (ShellCommand)
   std::string shard;    // "i/n", "" when not sharded
+  // The run's options as `--resume` restores them: the words after `framegate run`, as
+  // given, plus the defaults that came from the environment. Empty for runs stored
+  // before schema version 5.
+  std::vector<std::string> argv;
 };
 
 struct RunRecord {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "store/cell_rows.h"
 
 namespace framegate {
@@ -9,9 +11,25 @@ namespace {
 
 constexpr const char* kRunColumns =
     "run_id, started_at, finished_at, state, host, git_sha, framegate_version, "
-    "libtorch_version, cuda_version, blas, tags, matrix_path, matrix_sha256, command, shard";
+    "libtorch_version, cuda_version, blas, tags, matrix_path, matrix_sha256, command, shard, argv";
+constexpr int kArgvColumn = 15;
 
-RunInfo ReadRunColumns(const SqliteStatement& row) {
+// runs.argv: a JSON array of strings.
+std::string ArgvToJson(const std::vector<std::string>& argv) { return nlohmann::json(argv).dump(); }
+
+// Corrupt, naming the file and the run, unless `text` is a JSON array of strings.
+Status ArgvFromJson(const std::string& text, const std::string& where, std::vector<std::string>* argv) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return Status::Corrupt(where + ": runs.argv is not a JSON array");
+  argv->clear();
+  for (const nlohmann::json& word : j) {
+    if (!word.is_string()) return Status::Corrupt(where + ": runs.argv holds a non-string");
+    argv->push_back(word.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+StatusOr<RunInfo> ReadRunColumns(const SqliteStatement& row, const std::string& db_path) {
   RunInfo info;
   int i = 0;
   for (std::string* field :
@@ -20,6 +38,7 @@ RunInfo ReadRunColumns(const SqliteStatement& row) {
         &info.matrix_path, &info.matrix_sha256, &info.command, &info.shard}) {
     *field = row.Text(i++);
   }
+  FG_RETURN_IF_ERROR(ArgvFromJson(row.Text(kArgvColumn), db_path + ": run " + info.run_id, &info.argv));
   return info;
 }
 
@@ -43,7 +62,7 @@ bool IsRunState(const std::string& state) {
 Status UpsertRun(SqliteDb& db, const RunInfo& info) {
   StatusOr<SqliteStatement> insert =
       db.Prepare(std::string("INSERT INTO runs (") + kRunColumns +
-                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
+                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
                  "UPDATE SET state = excluded.state, finished_at = excluded.finished_at");
   if (!insert.ok()) return insert.status();
   int i = 1;
@@ -53,7 +72,7 @@ Status UpsertRun(SqliteDb& db, const RunInfo& info) {
         &info.matrix_path, &info.matrix_sha256, &info.command, &info.shard}) {
     insert->Bind(i++, *field);
   }
-  return insert->Run();
+  return insert->Bind(i, ArgvToJson(info.argv)).Run();
 }
 
 Status InsertDevices(SqliteDb& db, const std::string& run_id, const std::vector<DeviceInfo>& devices) {
@@ -81,7 +100,7 @@ StatusOr<RunInfo> ReadRunInfo(SqliteDb& db, const std::string& run_id) {
   StatusOr<bool> row = stmt->Bind(1, run_id).Step();
   if (!row.ok()) return row.status();
   if (!*row) return Status::NotFound(db.path() + ": no run '" + run_id + "'");
-  return ReadRunColumns(*stmt);
+  return ReadRunColumns(*stmt, db.path());
 }
 
 StatusOr<std::vector<RunInfo>> ReadAllRuns(SqliteDb& db) {
@@ -89,8 +108,10 @@ StatusOr<std::vector<RunInfo>> ReadAllRuns(SqliteDb& db) {
       db.Prepare(std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY started_at, run_id");
   if (!stmt.ok()) return stmt.status();
   std::vector<RunInfo> runs;
-  FG_RETURN_IF_ERROR(ForEachRow(*stmt, [&](const SqliteStatement& row) {
-    runs.push_back(ReadRunColumns(row));
+  FG_RETURN_IF_ERROR(ForEachRow(*stmt, [&](const SqliteStatement& row) -> Status {
+    StatusOr<RunInfo> info = ReadRunColumns(row, db.path());
+    if (!info.ok()) return info.status();
+    runs.push_back(std::move(*info));
     return Status::Ok();
   }));
   return runs;

@@ -1,4 +1,4 @@
-// Rows of runs and devices, and the reads that assemble runs and histories (schema v2).
+// Rows of runs and devices, and the reads that assemble runs and histories (schema v2; runs.argv since v5).
 // Internal to the store. Writers expect the caller's write transaction; readers may run
 // inside SqliteDb::ReadTransaction for one consistent snapshot.
 #pragma once

@@ -294,6 +294,12 @@ CREATE VIEW cell_results AS
   LEFT JOIN metrics m ON m.cell_row = c.id;
 )sql";
 
+// v4 -> v5: the run's options as given (a JSON array of the words after `framegate run`),
+// so that `--resume RUN_ID` restores the run it resumes. Older runs keep '[]'.
+constexpr const char* kMigrateV4ToV5 = R"sql(
+ALTER TABLE runs ADD COLUMN argv TEXT NOT NULL DEFAULT '[]';
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -338,9 +344,12 @@ Status MigrateV2ToV3(SqliteDb& db) { return db.Exec(kMigrateV2ToV3); }
 
 Status MigrateV3ToV4(SqliteDb& db) { return db.Exec(kMigrateV3ToV4); }
 
+Status MigrateV4ToV5(SqliteDb& db) { return db.Exec(kMigrateV4ToV5); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4,
+                                    MigrateV4ToV5};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

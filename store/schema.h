@@ -9,6 +9,8 @@
 //   version 4: cells.policy_file, error_module, error_op, nonfinite_op, observed;
 //              probes.sqnr_db; advice (the precision advisor's answer per cell); the
 //              cell_results view with the error and non-finite module columns
+//   version 5: runs.argv, the run's options as a JSON array of strings (what --resume
+//              restores)
 // A new file goes through every step from 0, so a fresh database and a migrated one are
 // the same schema by construction.
 #pragma once
@@ -20,7 +22,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 4;
+constexpr int kStoreSchemaVersion = 5;
 
 // The version stored in the file, >= 0. Corrupt (naming the file) when it is not an
 // SQLite database, an SQLite database with tables but no framegate version (someone

@@ -103,7 +103,6 @@ TEST(SchemaTest, MigratesAVersion1DatabaseKeepingEveryRow) {
                      "AND rel_l2 = 0.01 AND latency_median_s = 0.6"),
             1);
   // v3 -> v4 added the advice table (empty) and the new columns (defaults).
-  EXPECT_EQ(kStoreSchemaVersion, 4);
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 0);
   EXPECT_EQ(QueryInt(file.path(),
                      "SELECT count(*) FROM cells WHERE policy_file = '' AND "
@@ -112,15 +111,17 @@ TEST(SchemaTest, MigratesAVersion1DatabaseKeepingEveryRow) {
             2);
   EXPECT_FALSE(fail.advice.has_value());
   EXPECT_EQ(fail.error_module, "");
+  // v4 -> v5: a run from before stored options has none (resume falls back to its shard).
+  EXPECT_TRUE(run->info.argv.empty());
 }
 
-TEST(SchemaTest, MigratesAVersion3DatabaseToVersion4) {
+TEST(SchemaTest, MigratesAVersion3DatabaseToTheCurrentVersion) {
   TestDb file("v3");
   WriteVersion3File(file.path());
   ASSERT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 3);
   auto store = ResultStore::Open(file.path());
   ASSERT_TRUE(store.ok()) << store.status().message();
-  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 4);
+  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), kStoreSchemaVersion);
   StatusOr<RunRecord> run = (*store)->LoadRun("v3-run");
   ASSERT_TRUE(run.ok()) << run.status().message();
   ASSERT_EQ(run->cells.size(), 1u);
@@ -154,16 +155,80 @@ TEST(SchemaTest, MigratesAVersion3DatabaseToVersion4) {
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points WHERE status = 'ERROR'"), 2);
 }
 
+// A database as schema version 4 wrote it: an interrupted sharded run with one cell.
+void WriteVersion4File(const std::string& path) {
+  StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(MigrateSchema(**db, 4).ok());
+  ASSERT_TRUE((*db)
+                  ->Exec(R"sql(
+    INSERT INTO runs (run_id, started_at, state, command, shard)
+      VALUES ('v4-run', '2024-06-01T00:00:00Z', 'interrupted', 'framegate run nightly', '2/2');
+    INSERT INTO cell_specs VALUES ('dddd000011112222', 'reference:tiny', 'tiny', 'cpu', 'fp32',
+                                   0, '', '', 0, 0.0);
+    INSERT INTO cells (id, run_id, cell_id, policy_used, status)
+      VALUES (1, 'v4-run', 'dddd000011112222', 'fp32', 'PASS');
+  )sql")
+                  .ok());
+}
+
+TEST(SchemaTest, MigratesAVersion4DatabaseAddingRunArgv) {
+  TestDb file("v4");
+  WriteVersion4File(file.path());
+  ASSERT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 4);
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 5);
+  StatusOr<RunInfo> old = (*store)->LoadRunInfo("v4-run");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->shard, "2/2");
+  EXPECT_EQ(old->command, "framegate run nightly");
+  EXPECT_TRUE(old->argv.empty());
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM runs WHERE argv = '[]'"), 1);
+  // The migrated file stores a new run's argv, words with spaces and quotes as they are.
+  RunInfo info = *old;
+  info.run_id = "v5-run";
+  info.state = "running";
+  info.argv = {"nightly", "--shard", "1/2", "--policy", "half emu $(touch PWNED)", "it's"};
+  ASSERT_TRUE((*store)->BeginRun(info, {}).ok());
+  StatusOr<RunInfo> loaded = (*store)->LoadRunInfo("v5-run");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->argv, info.argv);
+  StatusOr<std::vector<RunInfo>> all = (*store)->ListRuns();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ(all->back().argv, info.argv);
+}
+
+TEST(SchemaTest, ARunWhoseArgvIsNotAJsonArrayIsCorrupt) {
+  TestDb file("badargv");
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok());
+  RunInfo info;
+  info.run_id = "r";
+  info.started_at = "2024-06-01T00:00:00Z";
+  ASSERT_TRUE((*store)->BeginRun(info, {}).ok());
+  for (const char* bad : {"'{}'", "'[1]'", "'not json'"}) {
+    ExecSql(file.path(), std::string("UPDATE runs SET argv = ") + bad);
+    StatusOr<RunInfo> loaded = (*store)->LoadRunInfo("r");
+    EXPECT_EQ(loaded.status().code(), Status::Code::kCorrupt) << bad;
+    EXPECT_NE(loaded.status().message().find("run r"), std::string::npos) << loaded.status().message();
+  }
+}
+
 TEST(SchemaTest, AMigratedDatabaseHasExactlyTheFreshSchema) {
-  TestDb migrated("migrated"), from_v3("from_v3"), fresh("fresh");
+  TestDb migrated("migrated"), from_v3("from_v3"), from_v4("from_v4"), fresh("fresh");
   WriteVersion1File(migrated.path());
   WriteVersion3File(from_v3.path());
+  WriteVersion4File(from_v4.path());
   ASSERT_TRUE(ResultStore::Open(migrated.path()).ok());
   ASSERT_TRUE(ResultStore::Open(from_v3.path()).ok());
+  ASSERT_TRUE(ResultStore::Open(from_v4.path()).ok());
   ASSERT_TRUE(ResultStore::Open(fresh.path()).ok());
   EXPECT_EQ(QueryInt(fresh.path(), "PRAGMA user_version"), kStoreSchemaVersion);
   EXPECT_EQ(SchemaText(migrated.path()), SchemaText(fresh.path()));
   EXPECT_EQ(SchemaText(from_v3.path()), SchemaText(fresh.path()));
+  EXPECT_EQ(SchemaText(from_v4.path()), SchemaText(fresh.path()));
   const std::string schema = SchemaText(fresh.path());
   EXPECT_NE(schema.find("CREATE VIEW cell_results"), std::string::npos);
   EXPECT_NE(schema.find("CREATE TABLE advice"), std::string::npos);
