@@ -105,8 +105,9 @@ Status ExecForCpuKernelPath(const std::string& device, char** argv) {
   if (env != nullptr && path == env) return Status::Ok();
   Cell cell;
   cell.device = device;
-  const std::string unsupported = UnsupportedReason(cell, DiscoverDevices());
-  if (!unsupported.empty()) return Status::Unsupported(unsupported);
+  const StatusOr<std::string> unsupported = UnsupportedReason(cell, DiscoverDevices());
+  if (!unsupported.ok()) return unsupported.status();
+  if (!unsupported->empty()) return Status::Unsupported(unsupported.value());
   if (setenv("ATEN_CPU_CAPABILITY", path.c_str(), 1) == 0) execv("/proc/self/exe", argv);
   return Status::IoError("cannot re-execute with ATEN_CPU_CAPABILITY=" + path + ": " +
                          std::strerror(errno));  // execv returns only when it failed

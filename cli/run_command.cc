@@ -167,7 +167,9 @@ int RunMatrix(const RunOptions& o, const std::string& command) {
   std::vector<Cell> to_run;
   for (const Cell& c : cells) {
     if (done.count(c.Id())) continue;
-    const std::string unsupported = UnsupportedReason(c, found);
+    const StatusOr<std::string> reason = UnsupportedReason(c, found);  // resolved at load: ok
+    if (!reason.ok()) return ReportError(reason.status());
+    const std::string& unsupported = reason.value();
     if (unsupported.empty()) {
       to_run.push_back(c);
       continue;

@@ -341,6 +341,9 @@ StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text, c
   // it by absolute path, so that a cell's process finds it from any folder.
   const std::string policy_file =
       base_dir.empty() ? source : std::filesystem::absolute(source).lexically_normal().string();
+  // The cells' process resolves their policies from this text, not from a second read of
+  // the file (which may have changed or gone since).
+  RememberPoliciesOfFile(policy_file, *policies);
   FG_RETURN_IF_ERROR(
       MatrixReader(source, base_dir, std::move(*policies), policy_file).ReadSettings(root, &def));
   if (def.settings.name.empty()) {
