@@ -1,6 +1,7 @@
 // TOML -> MatrixDefinition: every key and value checked, errors at file:line:col.
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -209,13 +210,12 @@ Status MatrixReader::ReadAxes(const toml::table& axes, MatrixDefinition* def) co
     if (!array) return Error(node->source(), "axis '" + name + "' must be an array, not " + TypeName(*node));
     if (array->empty()) return Error(node->source(), "axis '" + name + "' is empty");
     MatrixAxis axis{key, {}};
+    std::set<std::string> seen;  // the values so far, as KeyValue spells them
     for (const toml::node& element : *array) {
       Cell value;
       FG_RETURN_IF_ERROR(ReadKeyValue(key, element, &value));
-      for (const Cell& earlier : axis.values) {
-        if (KeyValue(earlier, key) == KeyValue(value, key))
-          return Error(element.source(), "duplicate value in axis '" + name + "'");
-      }
+      if (!seen.insert(KeyValue(value, key)).second)
+        return Error(element.source(), "duplicate value in axis '" + name + "'");
       axis.values.push_back(value);
     }
     def->axes.push_back(axis);
