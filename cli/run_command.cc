@@ -29,6 +29,7 @@
 #include "cli/report_command.h"
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
+#include "harness/name_rules.h"
 #include "harness/sha256.h"
 #include "matrix/device_discovery.h"
 #include "matrix/matrix_spec.h"
@@ -244,7 +245,9 @@ Command AddRunCommand(CLI::App& parent) {
   AddGoldenDirOption(app, &o->golden_dir);
   app->add_option("--db", o->db, "SQLite results file")->capture_default_str();
   app->add_option("--shard", o->shard, "Run shard i of n (1-based): i/n");
-  app->add_option("--tags", o->tags, "Tags of the run: nightly, qualification, ...")->capture_default_str();
+  app->add_option("--tags", o->tags, "Tags of the run: nightly, qualification, ...")
+      ->capture_default_str()
+      ->check([](const std::string& tags) { return CheckNameList("tag", tags).message(); });
   app->add_option("--timeout", o->timeout, "Seconds per cell (default: the matrix's, else 600)");
   app->add_option("--resume", o->resume, "Finish an interrupted run without redoing its cells");
   app->add_option("--artifacts", o->artifacts, "Folder for the cells' frames (default: framegate-artifacts)");
