@@ -78,6 +78,10 @@ class Search {
     const DtypePolicy policy = IslandPolicy(base_, islands);
     const std::string path = options_.work_dir + "/advise-policy.toml";
     std::ofstream(path) << policy.ToToml();
+    // The file changes every try; this process reads a policy file once (PoliciesOfFile).
+    StatusOr<PolicySet> set = PresetsAndPoliciesOf(policy.ToToml(), path);
+    if (!set.ok()) return set.status();
+    RememberPoliciesOfFile(path, *set);
     Cell cell = cell_;
     cell.policy = policy.name;
     cell.policy_file = path;
