@@ -96,7 +96,11 @@ int RunList(const ListOptions& o) {
   }
   if (!selection.empty()) selection += " of " + std::to_string(spec->cells.size());
   std::vector<std::string> unsupported;
-  for (const Cell& c : cells) unsupported.push_back(UnsupportedReason(c, found));
+  for (const Cell& c : cells) {
+    StatusOr<std::string> reason = UnsupportedReason(c, found);
+    if (!reason.ok()) return ReportError(reason.status());
+    unsupported.push_back(*reason);
+  }
   if (o.json_path != "-") PrintTable(*spec, cells, unsupported, selection);
   if (o.json_path.empty()) return kExitOk;
   nlohmann::json rows = nlohmann::json::array();

@@ -35,6 +35,28 @@ std::string FaultNames() {
 
 }  // namespace
 
+namespace {
+
+// What a limit asks for, without its name: "an integer from 1 to 10000".
+template <typename Limit>
+std::string WhatLimitAsks(const Limit& limit) {
+  const std::string text = LimitText(limit);
+  const std::string head = std::string(limit.name) + " must be ";
+  return text.substr(head.size());
+}
+
+}  // namespace
+
+CLI::Validator Within(const IntegerLimit& limit) {
+  return CLI::Validator([limit](std::string& text) { return ParseNumber(limit, text).status().message(); },
+                        WhatLimitAsks(limit));
+}
+
+CLI::Validator Within(const RealLimit& limit) {
+  return CLI::Validator([limit](std::string& text) { return ParseNumber(limit, text).status().message(); },
+                        WhatLimitAsks(limit));
+}
+
 void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
   auto* size = app->add_option("--size", o->size, "Reference pipeline size: tiny, small, large")
                    ->capture_default_str();
@@ -52,16 +74,19 @@ void AddPipelineOptions(CLI::App* app, PipelineCliOptions* o) {
   app->add_option("--device", o->device,
                   "Device: cpu, cpu:avx512|avx2|default (an ATen CPU kernel path) or cuda:N")
       ->capture_default_str();
-  app->add_option("--seed", o->seed, "Seed of the initial noise and conditioning")->capture_default_str();
+  app->add_option("--seed", o->seed, "Seed of the initial noise and conditioning")
+      ->check(Within(kSeedLimit))
+      ->capture_default_str();
   app->add_option("--weight-seed", o->weight_seed, "Seed of the reference model's weights")
+      ->check(Within(kWeightSeedLimit))
       ->capture_default_str();
   app->add_option("--fault", o->fault, "Fault case to build into the reference model: " + FaultNames());
   app->add_option("--steps", o->steps, "Sampler steps (default: the size's or the package's)")
-      ->check(CLI::Range(1, 100000));
+      ->check(Within(kStepsLimit));
   app->add_option("--sampler", o->sampler, "Sampler: ddim or euler (default: the size's)")
       ->check(CLI::IsMember({"ddim", "euler"}));
-  app->add_option("--guidance", o->guidance, "Classifier-free guidance scale (>= 1)")
-      ->check(CLI::Range(1.0, 100.0));
+  app->add_option("--guidance", o->guidance, "Classifier-free guidance scale (1 to 100)")
+      ->check(Within(kGuidanceLimit));
 }
 
 std::vector<Cell> PipelineCliOptions::ToCells() const {
@@ -105,8 +130,9 @@ Status ExecForCpuKernelPath(const std::string& device, char** argv) {
   if (env != nullptr && path == env) return Status::Ok();
   Cell cell;
   cell.device = device;
-  const std::string unsupported = UnsupportedReason(cell, DiscoverDevices());
-  if (!unsupported.empty()) return Status::Unsupported(unsupported);
+  const StatusOr<std::string> unsupported = UnsupportedReason(cell, DiscoverDevices());
+  if (!unsupported.ok()) return unsupported.status();
+  if (!unsupported->empty()) return Status::Unsupported(unsupported.value());
   if (setenv("ATEN_CPU_CAPABILITY", path.c_str(), 1) == 0) execv("/proc/self/exe", argv);
   return Status::IoError("cannot re-execute with ATEN_CPU_CAPABILITY=" + path + ": " +
                          std::strerror(errno));  // execv returns only when it failed

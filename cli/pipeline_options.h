@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/cell.h"
+#include "harness/number_limits.h"
 #include "harness/status.h"
 
 namespace framegate {
@@ -36,6 +37,12 @@ struct PipelineCliOptions {
   StatusOr<PipelineSpec> ToSpec() const;
 };
 void AddPipelineOptions(CLI::App* app, PipelineCliOptions* options);
+// An option's check against a limit of harness/number_limits.h, the bounds a matrix file's
+// numbers have too (`--repeats`, `--warmup`, `--timeout`: kRepeatsLimit, ...). NaN and
+// infinities fail; the error is LimitText ("--guidance: guidance must be a number from 1
+// to 100").
+CLI::Validator Within(const IntegerLimit& limit);
+CLI::Validator Within(const RealLimit& limit);
 // For the commands that run a pipeline in this process. When `device` is a CPU kernel
 // path ("cpu:avx2") that this process's ATEN_CPU_CAPABILITY does not pick, re-executes
 // this process (/proc/self/exe, `argv`) with it set, before any ATen kernel has run: ATen

@@ -27,6 +27,7 @@
 #include "cli/pipeline_options.h"
 #include "cli/report_command.h"
 #include "harness/build_info.h"
+#include "harness/name_rules.h"
 #include "harness/shell_quote.h"
 #include "matrix/device_discovery.h"
 #include "reports/terminal_report.h"
@@ -101,7 +102,9 @@ void AddRunOptions(CLI::App* app, RunOptions* o) {
   AddGoldenDirOption(app, &o->golden_dir);
   app->add_option("--db", o->db, "SQLite results file")->capture_default_str();
   app->add_option("--shard", o->shard, "Run shard i of n (1-based): i/n");
-  app->add_option("--tags", o->tags, "Tags of the run: nightly, qualification, ...")->capture_default_str();
+  app->add_option("--tags", o->tags, "Tags of the run: nightly, qualification, ...")
+      ->capture_default_str()
+      ->check([](const std::string& tags) { return CheckNameList("tag", tags).message(); });
   app->add_option("--timeout", o->timeout, "Seconds per cell (default: the matrix's, else 600)");
   app->add_option("--resume", o->resume,
                   "Finish an interrupted run without redoing its cells, with the options it began with");

@@ -3,11 +3,14 @@
 #include "matrix/device_discovery.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "matrix/matrix_spec.h"
 #include "matrix/unsupported.h"
 
 namespace framegate {
@@ -87,6 +90,12 @@ const DeviceInfo kBf16Cpu{"cpu", "Sapphire Rapids", "avx2 avx512f avx512_bf16 am
 const DeviceInfo kAmpere{"cuda:0", "A100", "8.0", 0, "535"};
 const DeviceInfo kVolta{"cuda:1", "V100", "7.0", 0, "535"};
 
+// The reason, or "(error: ...)" when the cell's policy could not be resolved.
+std::string ReasonOf(const Cell& cell, const std::vector<DeviceInfo>& found) {
+  StatusOr<std::string> reason = UnsupportedReason(cell, found);
+  return reason.ok() ? *reason : "(error: " + reason.status().message() + ")";
+}
+
 Cell On(const std::string& device, const std::string& policy, std::vector<std::string> requirements = {}) {
   Cell c;
   c.device = device;
@@ -96,18 +105,16 @@ Cell On(const std::string& device, const std::string& policy, std::vector<std::s
 }
 
 TEST(UnsupportedReasonTest, RunnableCellsHaveNoReason) {
-  EXPECT_EQ(UnsupportedReason(On("cpu", "fp32"), {kPlainCpu}), "");
-  EXPECT_EQ(UnsupportedReason(On("cpu", "bf16"), {kPlainCpu}), "");  // emulated bf16 runs
-  EXPECT_EQ(UnsupportedReason(On("cpu", "fp16-emulated"), {kPlainCpu}), "");
-  EXPECT_EQ(UnsupportedReason(On("cpu", "bf16", {"bf16"}), {kBf16Cpu}), "");
-  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp16", {"cuda", "bf16", "tf32", "fp16"}), {kPlainCpu, kAmpere}),
-            "");
+  EXPECT_EQ(ReasonOf(On("cpu", "fp32"), {kPlainCpu}), "");
+  EXPECT_EQ(ReasonOf(On("cpu", "bf16"), {kPlainCpu}), "");  // emulated bf16 runs
+  EXPECT_EQ(ReasonOf(On("cpu", "fp16-emulated"), {kPlainCpu}), "");
+  EXPECT_EQ(ReasonOf(On("cpu", "bf16", {"bf16"}), {kBf16Cpu}), "");
+  EXPECT_EQ(ReasonOf(On("cuda:0", "fp16", {"cuda", "bf16", "tf32", "fp16"}), {kPlainCpu, kAmpere}), "");
 }
 
 TEST(UnsupportedReasonTest, MissingDevice) {
-  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp32"), {kPlainCpu}),
-            "device cuda:0 not found on this host (found: cpu)");
-  EXPECT_EQ(UnsupportedReason(On("cuda:2", "fp32"), {kPlainCpu, kAmpere, kVolta}),
+  EXPECT_EQ(ReasonOf(On("cuda:0", "fp32"), {kPlainCpu}), "device cuda:0 not found on this host (found: cpu)");
+  EXPECT_EQ(ReasonOf(On("cuda:2", "fp32"), {kPlainCpu, kAmpere, kVolta}),
             "device cuda:2 not found on this host (found: cpu, cuda:0, cuda:1)");
 }
 
@@ -116,35 +123,62 @@ TEST(UnsupportedReasonTest, KernelPathTheCpuLacks) {
   avx2.device = "cpu:avx2";
   fallback.device = "cpu:default";
   const std::vector<DeviceInfo> found = {kPlainCpu, avx2, fallback};
-  EXPECT_EQ(UnsupportedReason(On("cpu:avx2", "fp32"), found), "");
-  EXPECT_EQ(UnsupportedReason(On("cpu:avx512", "fp32"), found),
+  EXPECT_EQ(ReasonOf(On("cpu:avx2", "fp32"), found), "");
+  EXPECT_EQ(ReasonOf(On("cpu:avx512", "fp32"), found),
             "device cpu:avx512: this CPU lacks ATen's avx512 kernel path (needs avx512f "
             "avx512bw avx512vl avx512dq; kernel paths found: cpu:avx2, cpu:default)");
-  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp32"), found),
-            "device cuda:0 not found on this host (found: cpu)");
+  EXPECT_EQ(ReasonOf(On("cuda:0", "fp32"), found), "device cuda:0 not found on this host (found: cpu)");
 }
 
 TEST(UnsupportedReasonTest, UnmetRequirements) {
-  EXPECT_EQ(UnsupportedReason(On("cpu", "fp32", {"cuda"}), {kPlainCpu}), "requires cuda but runs on cpu");
-  EXPECT_EQ(UnsupportedReason(On("cpu", "bf16", {"bf16"}), {kPlainCpu}),
+  EXPECT_EQ(ReasonOf(On("cpu", "fp32", {"cuda"}), {kPlainCpu}), "requires cuda but runs on cpu");
+  EXPECT_EQ(ReasonOf(On("cpu", "bf16", {"bf16"}), {kPlainCpu}),
             "requires bf16: cpu (Old CPU) has no native BF16 (needs avx512_bf16 or amx_bf16)");
-  EXPECT_EQ(UnsupportedReason(On("cuda:1", "bf16", {"cuda", "bf16"}), {kPlainCpu, kVolta}),
+  EXPECT_EQ(ReasonOf(On("cuda:1", "bf16", {"cuda", "bf16"}), {kPlainCpu, kVolta}),
             "requires bf16: cuda:1 (capability 7.0) has no native BF16 (needs capability >= 8.0)");
-  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp8e4m3-bf16", {"fp8"}), {kAmpere}),
+  EXPECT_EQ(ReasonOf(On("cuda:0", "fp8e4m3-bf16", {"fp8"}), {kAmpere}),
             "requires fp8: cuda:0 (capability 8.0) has no FP8 tensor cores (needs a GPU with "
             "capability >= 8.9)");
-  EXPECT_EQ(UnsupportedReason(On("cuda:1", "tf32", {"tf32"}), {kVolta}),
+  EXPECT_EQ(ReasonOf(On("cuda:1", "tf32", {"tf32"}), {kVolta}),
             "requires tf32: cuda:1 (capability 7.0) has no TF32 (needs a GPU with capability >= 8.0)");
 }
 
 TEST(UnsupportedReasonTest, Fp16ComputeOnTheCpuIsUnsupportedWhateverItsFeatures) {
   for (const char* policy : {"fp16", "fp16-fp32norm", "fp16-reduced-accum"}) {
-    const std::string reason = UnsupportedReason(On("cpu", policy), {kBf16Cpu});
+    const std::string reason = ReasonOf(On("cpu", policy), {kBf16Cpu});
     EXPECT_EQ(reason.rfind(std::string("policy ") + policy + " computes in fp16: LibTorch ", 0), 0u)
         << reason;
     EXPECT_NE(reason.find("no FP16 convolution/matmul on the CPU"), std::string::npos);
   }
-  EXPECT_EQ(UnsupportedReason(On("cuda:0", "fp16"), {kAmpere}), "");
+  EXPECT_EQ(ReasonOf(On("cuda:0", "fp16"), {kAmpere}), "");
+}
+
+// A cell whose policy cannot be resolved is an error, never an UNSUPPORTED reason (which
+// would count as passing), whatever its device.
+TEST(UnsupportedReasonTest, APolicyLookupErrorIsAnErrorNotAReason) {
+  Cell cell = On("cpu", "mine");
+  cell.policy_file = ::testing::TempDir() + "/fg_no_such_policies_" + std::to_string(::getpid()) + ".toml";
+  StatusOr<std::string> reason = UnsupportedReason(cell, {kPlainCpu});
+  ASSERT_FALSE(reason.ok()) << *reason;
+  EXPECT_EQ(reason.status().code(), Status::Code::kNotFound);
+  cell.device = "cuda:7";  // a missing device does not hide it
+  EXPECT_FALSE(UnsupportedReason(cell, {kPlainCpu}).ok());
+  EXPECT_FALSE(UnsupportedReason(On("cpu", "fp61"), {kPlainCpu}).ok());
+}
+
+// A loaded matrix has resolved its cells' policies: its file vanishing afterwards changes
+// nothing (the runner does not read it again).
+TEST(UnsupportedReasonTest, AMatrixsOwnPoliciesResolveAfterItsFileIsGone) {
+  const std::string path = ::testing::TempDir() + "/fg_policy_matrix_" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(path) << "[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\"]\npolicies = [\"mine\"]\n"
+                         "[policy.mine]\nbased_on = \"fp16\"\n";
+  StatusOr<MatrixSpec> spec = LoadMatrix(path, {kPlainCpu});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->cells.size(), 1u);
+  std::remove(path.c_str());
+  StatusOr<std::string> reason = UnsupportedReason(spec->cells[0], {kPlainCpu});
+  ASSERT_TRUE(reason.ok()) << reason.status().message();
+  EXPECT_EQ(reason->rfind("policy mine computes in fp16", 0), 0u) << *reason;  // based on fp16
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -64,16 +65,70 @@ TEST(MatrixErrorsTest, WrongTypes) {
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nsteps = [8.5]\n"),
             "bad.toml:5:10: steps must be an integer from 1 to 10000, not floating-point");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\nguidance = [0.5]\n"),
-            "bad.toml:5:13: guidance must be a number >= 1");
+            "bad.toml:5:13: guidance must be a number from 1 to 100");
   EXPECT_EQ(ErrorOf("repeats = 0\n" + kAxes + "policies = [\"fp32\"]\n"),
             "bad.toml:1:11: repeats must be an integer from 1 to 10000");
   EXPECT_EQ(ErrorOf("timeout = \"10s\"\n" + kAxes + "policies = [\"fp32\"]\n"),
-            "bad.toml:1:11: timeout must be a number of seconds > 0");
+            "bad.toml:1:11: timeout must be a number of seconds > 0 and <= 604800, not string");
   EXPECT_EQ(ErrorOf("axes = 3\n"), "bad.toml:1:8: axes must be a table ([axes])");
   EXPECT_EQ(ErrorOf("include = [1]\n" + kAxes + "policies = [\"fp32\"]\n"),
             "bad.toml:1:12: include entries must be tables, not integer");
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[[include]]\nrequires = \"cuda\"\n"),
             "bad.toml:6:12: requires must be an array of strings, not string");
+}
+
+// The bounds of harness/number_limits.h, the CLI's too: NaN and infinities never pass.
+TEST(MatrixErrorsTest, NumbersHaveTheCommandLinesBounds) {
+  const std::string policies = kAxes + "policies = [\"fp32\"]\n";
+  EXPECT_EQ(ErrorOf(policies + "guidance = [nan]\n"),
+            "bad.toml:5:13: guidance must be a number from 1 to 100");
+  EXPECT_EQ(ErrorOf(policies + "guidance = [7.5, inf]\n"),
+            "bad.toml:5:18: guidance must be a number from 1 to 100");
+  EXPECT_EQ(ErrorOf(policies + "guidance = [1000]\n"),
+            "bad.toml:5:13: guidance must be a number from 1 to 100");
+  EXPECT_EQ(ErrorOf(policies + "steps = [10001]\n"),
+            "bad.toml:5:10: steps must be an integer from 1 to 10000");
+  EXPECT_EQ(ErrorOf("timeout = nan\n" + policies),
+            "bad.toml:1:11: timeout must be a number of seconds > 0 and <= 604800");
+  EXPECT_EQ(ErrorOf("timeout = inf\n" + policies),
+            "bad.toml:1:11: timeout must be a number of seconds > 0 and <= 604800");
+  EXPECT_EQ(ErrorOf("warmup = 10001\n" + policies),
+            "bad.toml:1:10: warmup must be an integer from 0 to 10000");
+  EXPECT_EQ(ErrorOf(policies + "[[include]]\nguidance = -inf\n"),
+            "bad.toml:6:12: guidance must be a number from 1 to 100");
+  EXPECT_EQ(ErrorOf("timeout = 0.5\n" + policies + "guidance = [1, 100]\n"), "(no error)");
+}
+
+// Policy and pipeline names end up in folder names and command lines: only
+// [A-Za-z0-9._+-], 1 to 64 characters, not "." or "..".
+TEST(MatrixErrorsTest, NamesThatCouldHurtAreRefusedWhereTheyAreWritten) {
+  const std::string rule = "' must be 1 to 64 characters of A-Z a-z 0-9 . _ + - (not . or ..)";
+  EXPECT_EQ(
+      ErrorOf(kAxes + "policies = [\"fp32\"]\n[policy.\"/../../../tmp/victim\"]\nbased_on = \"fp32\"\n"),
+      "bad.toml:5:9: policy name '/../../../tmp/victim" + rule);
+  EXPECT_EQ(
+      ErrorOf(kAxes + "policies = [\"fp32\"]\n[policy.\"half emu $(touch PWNED)\"]\nstorage = \"fp32\"\n"),
+      "bad.toml:5:9: policy name 'half emu $(touch PWNED)" + rule);
+  EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[policy.\"..\"]\n"),
+            "bad.toml:5:9: policy name '.." + rule);
+  const std::string long_name(250, 'p');
+  EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[policy." + long_name + "]\n"),
+            "bad.toml:5:9: policy name '" + std::string(64, 'p') + "... (250 characters)" + rule);
+  // A model package folder's name is the pipeline's name.
+  const std::string dir = ::testing::TempDir() + "/fg_pkg_" + std::to_string(::getpid()) + "/a b";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/model.toml") << "name = \"ab\"\n";
+  EXPECT_EQ(ErrorOf("[axes]\npipelines = [\"" + dir + "\"]\ndevices = [\"cpu\"]\npolicies = [\"fp32\"]\n"),
+            "bad.toml:2:14: pipeline name 'a b" + rule);
+}
+
+TEST(MatrixErrorsTest, FallbackCyclesAreRefusedWhenTheMatrixIsRead) {
+  EXPECT_EQ(ErrorOf(kAxes + "policies = [\"loop\"]\n[policy.loop]\nbased_on = \"fp16-emulated\"\n"
+                            "fallback = \"loop\"\n"),
+            "bad.toml:7:12: policy 'loop': fallback cycle loop -> loop (`run --fallback` would never end)");
+  EXPECT_EQ(
+      ErrorOf(kAxes + "policies = [\"a\"]\n[policy.a]\nfallback = \"b\"\n[policy.b]\nfallback = \"a\"\n"),
+      "bad.toml:6:12: policy 'a': fallback cycle a -> b -> a (`run --fallback` would never end)");
 }
 
 TEST(MatrixErrorsTest, EmptyAndMissingAxes) {

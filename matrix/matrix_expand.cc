@@ -18,15 +18,15 @@ std::vector<Cell> AxisProduct(const MatrixDefinition& def, const std::vector<Dev
   std::vector<Cell> cells = {base};
   for (const MatrixAxis& axis : def.axes) {
     std::vector<Cell> values;
+    std::set<std::string> devices_seen;
     for (const Cell& value : axis.values) {
       if (axis.key != "device") {
         values.push_back(value);
         continue;
       }
       for (const std::string& device : ExpandDeviceValue(value.device, found)) {
-        const bool seen =
-            std::any_of(values.begin(), values.end(), [&](const Cell& v) { return v.device == device; });
-        if (seen) continue;  // "all" and "cpu" both name the CPU: one axis value
+        // "all" and "cpu" both name the CPU: one axis value.
+        if (!devices_seen.insert(device).second) continue;
         Cell expanded;
         expanded.device = device;
         values.push_back(expanded);

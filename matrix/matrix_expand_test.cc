@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace framegate {
 namespace {
@@ -308,6 +309,26 @@ mine = "bf16"
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message().rfind("m.toml:5:", 0), 0u) << bad.status().message();
   EXPECT_NE(bad.status().message().find("unknown policy 'theirs'"), std::string::npos);
+}
+
+// Duplicate values and cells are found with sets, not by comparing every pair: one axis
+// of 100,000 seeds expands (ctest's timeout guards the time; no timing is asserted here).
+TEST(MatrixExpandTest, AHundredThousandSeedsExpand) {
+  constexpr int kSeeds = 100000;
+  std::string seeds;
+  for (int i = 0; i < kSeeds; ++i) seeds += (i ? ", " : "") + std::to_string(i);
+  const std::string axes = "[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\"]\npolicies = [\"fp32\"]\n";
+  const MatrixSpec spec = Expand(axes + "seeds = [" + seeds + "]\n");
+  ASSERT_EQ(spec.cells.size(), static_cast<size_t>(kSeeds));
+  EXPECT_EQ(spec.cells.front().seed, 0u);
+  EXPECT_EQ(spec.cells.back().seed, static_cast<uint64_t>(kSeeds - 1));
+  std::set<std::string> ids;
+  for (const Cell& c : spec.cells) ids.insert(c.Id());
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kSeeds));
+  // The last value repeating the first is still found.
+  const std::string message = ExpandError(axes + "seeds = [" + seeds + ", 0]\n");
+  EXPECT_EQ(message.rfind("m.toml:5:", 0), 0u) << message;
+  EXPECT_NE(message.find("duplicate value in axis 'seeds'"), std::string::npos) << message;
 }
 
 }  // namespace

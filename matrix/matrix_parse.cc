@@ -1,11 +1,14 @@
 // TOML -> MatrixDefinition: every key and value checked, errors at file:line:col.
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include <toml++/toml.h>
 
 #include "checks/tolerance.h"
+#include "harness/name_rules.h"
+#include "harness/number_limits.h"
 #include "harness/sha256.h"
 #include "harness/toml_source.h"
 #include "matrix/cell_keys.h"
@@ -56,6 +59,9 @@ class MatrixReader {
   // "cuda", "cpu:*" or "all" (in axes they expand, in entries they match a group of devices).
   Status ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const;
   StatusOr<std::string> ReadString(const std::string& what, const toml::node& node) const;
+  // A number inside `limit` (harness/number_limits.h: the CLI's bounds too).
+  StatusOr<int64_t> ReadInteger(const IntegerLimit& limit, const toml::node& node) const;
+  StatusOr<double> ReadReal(const RealLimit& limit, const toml::node& node) const;
   StatusOr<std::vector<std::string>> ReadRequirements(const toml::node& node) const;
   // A tolerance profile name (checks/tolerances.toml).
   StatusOr<std::string> ReadToleranceProfile(const toml::node& node) const;
@@ -73,6 +79,22 @@ class MatrixReader {
   PolicySet policies_;
   std::string policy_file_;
 };
+
+StatusOr<int64_t> MatrixReader::ReadInteger(const IntegerLimit& limit, const toml::node& node) const {
+  const std::optional<int64_t> v = node.value_exact<int64_t>();
+  if (!v) return Error(node.source(), LimitText(limit) + ", not " + TypeName(node));
+  const Status inside = CheckNumber(limit, *v);
+  if (!inside.ok()) return Error(node.source(), inside.message());
+  return *v;
+}
+
+StatusOr<double> MatrixReader::ReadReal(const RealLimit& limit, const toml::node& node) const {
+  const std::optional<double> v = node.is_number() ? node.value<double>() : std::nullopt;
+  if (!v) return Error(node.source(), LimitText(limit) + ", not " + TypeName(node));
+  const Status inside = CheckNumber(limit, *v);  // NaN and infinities are outside
+  if (!inside.ok()) return Error(node.source(), inside.message());
+  return *v;
+}
 
 StatusOr<std::string> MatrixReader::ReadString(const std::string& what, const toml::node& node) const {
   const std::optional<std::string> value = node.value_exact<std::string>();
@@ -92,6 +114,10 @@ Status MatrixReader::ReadPipeline(const std::string& value, const toml::node& no
   std::error_code ec;
   if (fs::is_regular_file(dir / "model.toml", ec)) {
     cell->model_dir = dir.lexically_normal().string();
+    // The folder's name is the pipeline's name ("model:NAME", Cell::Pipeline()).
+    const std::string pipeline = cell->Pipeline();
+    const Status named = CheckName("pipeline name", pipeline.substr(pipeline.find(':') + 1));
+    if (!named.ok()) return Error(node.source(), named.message());
     return Status::Ok();
   }
   if (value.find('/') == std::string::npos && !fs::exists(dir, ec)) {
@@ -106,24 +132,16 @@ Status MatrixReader::ReadPipeline(const std::string& value, const toml::node& no
 
 Status MatrixReader::ReadKeyValue(const std::string& key, const toml::node& node, Cell* cell) const {
   if (key == "seed" || key == "steps") {
-    const std::optional<int64_t> v = node.value_exact<int64_t>();
-    if (key == "seed") {
-      if (!v || *v < 0)
-        return Error(node.source(), "seed must be an integer >= 0" + (v ? "" : ", not " + TypeName(node)));
-      cell->seed = static_cast<uint64_t>(*v);
-    } else {
-      if (!v || *v < 1 || *v > 10000)
-        return Error(node.source(),
-                     "steps must be an integer from 1 to 10000" + (v ? "" : ", not " + TypeName(node)));
-      cell->steps = static_cast<int>(*v);
-    }
+    const IntegerLimit& limit = key == "seed" ? kSeedLimit : kStepsLimit;
+    StatusOr<int64_t> v = ReadInteger(limit, node);
+    if (!v.ok()) return v.status();
+    if (key == "seed") cell->seed = static_cast<uint64_t>(*v);
+    if (key == "steps") cell->steps = static_cast<int>(*v);
     return Status::Ok();
   }
   if (key == "guidance") {
-    const std::optional<double> v = node.is_number() ? node.value<double>() : std::nullopt;
-    if (!v || *v < 1.0)
-      return Error(node.source(),
-                   "guidance must be a number >= 1" + (v ? std::string() : ", not " + TypeName(node)));
+    StatusOr<double> v = ReadReal(kGuidanceLimit, node);
+    if (!v.ok()) return v.status();
     cell->guidance = *v;
     return Status::Ok();
   }
@@ -209,13 +227,12 @@ Status MatrixReader::ReadAxes(const toml::table& axes, MatrixDefinition* def) co
     if (!array) return Error(node->source(), "axis '" + name + "' must be an array, not " + TypeName(*node));
     if (array->empty()) return Error(node->source(), "axis '" + name + "' is empty");
     MatrixAxis axis{key, {}};
+    std::set<std::string> seen;  // the values so far, as KeyValue spells them
     for (const toml::node& element : *array) {
       Cell value;
       FG_RETURN_IF_ERROR(ReadKeyValue(key, element, &value));
-      for (const Cell& earlier : axis.values) {
-        if (KeyValue(earlier, key) == KeyValue(value, key))
-          return Error(element.source(), "duplicate value in axis '" + name + "'");
-      }
+      if (!seen.insert(KeyValue(value, key)).second)
+        return Error(element.source(), "duplicate value in axis '" + name + "'");
       axis.values.push_back(value);
     }
     def->axes.push_back(axis);
@@ -291,14 +308,12 @@ Status MatrixReader::ReadSettings(const toml::table& root, MatrixDefinition* def
       if (!text.ok()) return text.status();
       (key == "name" ? s.name : s.description) = *text;
     } else if (key == "repeats" || key == "warmup") {
-      const std::optional<int64_t> v = node.value_exact<int64_t>();
-      const int64_t min = key == "repeats" ? 1 : 0;
-      if (!v || *v < min || *v > 10000)
-        return Error(node.source(), key + " must be an integer from " + std::to_string(min) + " to 10000");
+      StatusOr<int64_t> v = ReadInteger(key == "repeats" ? kRepeatsLimit : kWarmupLimit, node);
+      if (!v.ok()) return v.status();
       (key == "repeats" ? s.repeats : s.warmup) = static_cast<int>(*v);
     } else if (key == "timeout") {
-      const std::optional<double> v = node.is_number() ? node.value<double>() : std::nullopt;
-      if (!v || *v <= 0) return Error(node.source(), "timeout must be a number of seconds > 0");
+      StatusOr<double> v = ReadReal(kTimeoutLimit, node);
+      if (!v.ok()) return v.status();
       s.timeout_seconds = *v;
     } else if (key == "requires") {
       StatusOr<std::vector<std::string>> r = ReadRequirements(node);
@@ -341,6 +356,9 @@ StatusOr<MatrixDefinition> ParseMatrixDefinition(const std::string& toml_text, c
   // it by absolute path, so that a cell's process finds it from any folder.
   const std::string policy_file =
       base_dir.empty() ? source : std::filesystem::absolute(source).lexically_normal().string();
+  // The cells' process resolves their policies from this text, not from a second read of
+  // the file (which may have changed or gone since).
+  RememberPoliciesOfFile(policy_file, *policies);
   FG_RETURN_IF_ERROR(
       MatrixReader(source, base_dir, std::move(*policies), policy_file).ReadSettings(root, &def));
   if (def.settings.name.empty()) {

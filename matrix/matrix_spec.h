@@ -30,6 +30,10 @@ struct MatrixSpec {
 // Parses `toml_text` (named `source` in errors) and expands it. Model package folders
 // are resolved against `base_dir` ("" = the working directory). The device values
 // "cuda" and "all" expand against `found` (see docs/matrix.md).
+// Every cell's policy is resolved here: the policies the text defines are handed to
+// RememberPoliciesOfFile (pipelines/dtype_policy.h) under the path the cells name as
+// their policy_file, so FindPolicyIn (and UnsupportedReason) of a cell of this matrix
+// finds them in this process without reading the file again.
 StatusOr<MatrixSpec> ParseMatrix(const std::string& toml_text, const std::string& source,
                                  const std::string& base_dir, const std::vector<DeviceInfo>& found);
 

@@ -23,6 +23,12 @@ MatrixSpec Load(const std::string& name, const std::vector<DeviceInfo>& found) {
   return spec.ok() ? *spec : MatrixSpec();
 }
 
+// The reason, or "(error: ...)" when the cell's policy could not be resolved.
+std::string ReasonOf(const Cell& cell, const std::vector<DeviceInfo>& found) {
+  StatusOr<std::string> reason = UnsupportedReason(cell, found);
+  return reason.ok() ? *reason : "(error: " + reason.status().message() + ")";
+}
+
 int CountIf(const MatrixSpec& spec, const std::function<bool(const Cell&)>& pred) {
   return static_cast<int>(std::count_if(spec.cells.begin(), spec.cells.end(), pred));
 }
@@ -56,8 +62,7 @@ TEST(ShippedMatricesTest, LocalIsEveryDeviceFoundTimesTheMainPolicies) {
   EXPECT_EQ(policies, (std::vector<std::string>{"fp32", "bf16", "fp16", "fp16-emulated", "fp8e4m3-bf16"}));
   EXPECT_EQ(Load("local", kTwoGpus).cells.size(), 15u);
   // Here (a CPU without CUDA) only the FP16-compute cell cannot run.
-  for (const Cell& c : cpu.cells)
-    EXPECT_EQ(UnsupportedReason(c, kCpuOnly).empty(), c.policy != "fp16") << c.Label();
+  for (const Cell& c : cpu.cells) EXPECT_EQ(ReasonOf(c, kCpuOnly).empty(), c.policy != "fp16") << c.Label();
 }
 
 TEST(ShippedMatricesTest, SmokeIsTenTinyCpuCellsWithTheFiveFaultCasesExpectedToFail) {
@@ -97,14 +102,14 @@ TEST(ShippedMatricesTest, QualificationIsLargeOnGpusAndUnsupportedWithoutOne) {
     EXPECT_EQ(c.size, "large");
     EXPECT_EQ(c.device, "cuda:0");
     EXPECT_EQ(c.requirements.front(), "cuda");
-    EXPECT_EQ(UnsupportedReason(c, kCpuOnly), "device cuda:0 not found on this host (found: cpu)");
+    EXPECT_EQ(ReasonOf(c, kCpuOnly), "device cuda:0 not found on this host (found: cpu)");
   }
   const MatrixSpec gpus = Load("qualification", kTwoGpus);
   ASSERT_EQ(gpus.cells.size(), 32u);
   // The V100 (7.0) has no native BF16 or TF32: those cells are UNSUPPORTED on it.
   std::vector<std::string> unsupported_on_v100;
   for (const Cell& c : gpus.cells) {
-    const std::string reason = UnsupportedReason(c, kTwoGpus);
+    const std::string reason = ReasonOf(c, kTwoGpus);
     if (c.device == "cuda:0") {
       EXPECT_EQ(reason, "") << c.Label();
     }

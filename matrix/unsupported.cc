@@ -59,7 +59,10 @@ const std::vector<std::string>& KnownRequirements() {
   return names;
 }
 
-std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& found) {
+StatusOr<std::string> UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& found) {
+  // First: a cell that names what cannot be resolved is an error whatever its device.
+  const StatusOr<DtypePolicy> policy = FindPolicyIn(cell.policy, cell.policy_file);
+  if (!policy.ok()) return policy.status();
   const DeviceInfo* device = FindDevice(found, cell.device);
   const std::string kernel_path = CpuKernelPathOf(cell.device);
   if (!device && !kernel_path.empty()) {
@@ -73,14 +76,12 @@ std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& f
     const std::string unmet = UnmetRequirement(requirement, *device);
     if (!unmet.empty()) return unmet;
   }
-  const StatusOr<DtypePolicy> policy = FindPolicyIn(cell.policy, cell.policy_file);
-  if (!policy.ok()) return policy.status().message();
   if (!IsGpu(*device) && policy->compute == c10::kHalf) {
     return "policy " + cell.policy +
            " computes in fp16: LibTorch " TORCH_VERSION
            " has no FP16 convolution/matmul on the CPU (fp16-emulated is the CPU's stand-in)";
   }
-  return "";
+  return std::string();
 }
 
 }  // namespace framegate

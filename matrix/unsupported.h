@@ -20,13 +20,18 @@
 
 #include "harness/cell.h"
 #include "harness/run_record.h"
+#include "harness/status.h"
 
 namespace framegate {
 
 // cuda, bf16, fp16, tf32, fp8: the names `requires` accepts.
 const std::vector<std::string>& KnownRequirements();
 
-// "" when the cell can run on one of `found`; otherwise why not, one line.
-std::string UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& found);
+// "" when the cell can run on one of `found`; otherwise why not, one line. A cell whose
+// policy cannot be resolved (its policy file cannot be read or does not define it) is
+// not unsupported but wrong: that error comes back as the Status (never as a reason,
+// which would count as passing). A loaded matrix has resolved its cells' policies
+// already (matrix_spec.h), so this error means the cell did not come from one.
+StatusOr<std::string> UnsupportedReason(const Cell& cell, const std::vector<DeviceInfo>& found);
 
 }  // namespace framegate

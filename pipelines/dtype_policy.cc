@@ -2,11 +2,14 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <toml++/toml.h>
 
+#include "harness/name_rules.h"
 #include "harness/toml_source.h"
 #include "pipelines/policies_toml.h"
 
@@ -47,9 +50,10 @@ std::string Where(const std::string& source, const toml::node& node) {
 }
 
 // One [policy.NAME] table -> DtypePolicy. `presets` are what based_on may name ({} while
-// the presets themselves are parsed).
+// the presets themselves are parsed). `*fallback_at`: the file:line:col that sets the
+// fallback (its `fallback` key, else `based_on`), "" when none does.
 StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t, const std::string& source,
-                                  const PolicySet& presets) {
+                                  const PolicySet& presets, std::string* fallback_at) {
   DtypePolicy p;
   if (const toml::node* base = t.get("based_on")) {
     const auto value = base->value<std::string>();
@@ -61,6 +65,7 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
     p = *preset;
     p.based_on = preset->name;
     p.fallback = preset->name;  // the policy's own base is the next safer step
+    *fallback_at = Where(source, *base);
   }
   p.name = name;
   for (const auto& entry : t) {  // no structured binding: clang cannot capture one (C++17)
@@ -104,6 +109,7 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       const auto value = node.value<std::string>();
       if (!value) return Status::InvalidInput(at + "fallback must be a policy name");
       p.fallback = *value;
+      *fallback_at = Where(source, node);
     } else if (k == "based_on") {
       continue;  // read first, above
     } else if (k == "fp32_modules") {
@@ -205,8 +211,30 @@ const char* DtypeName(c10::ScalarType dtype) {
 
 namespace {
 
+// The fallback cycle that `start` is on ("a -> b -> a"), or "" when following the
+// fallbacks from `start` ends (or runs into a cycle `start` is not on).
+std::string FallbackCycleFrom(const std::string& start, const PolicySet& set) {
+  std::vector<std::string> chain;
+  std::string name = start;
+  while (!name.empty()) {
+    if (std::find(chain.begin(), chain.end(), name) != chain.end()) {
+      if (name != start) return "";
+      std::string cycle;
+      for (const std::string& step : chain) cycle += step + " -> ";
+      return cycle + start;
+    }
+    chain.push_back(name);
+    const auto next =
+        std::find_if(set.begin(), set.end(), [&](const DtypePolicy& p) { return p.name == name; });
+    if (next == set.end()) return "";
+    name = next->fallback;
+  }
+  return "";
+}
+
 // The [policy.NAME] tables of `root` appended to `set` (which holds what based_on and
-// fallback may name besides them).
+// fallback may name besides them). Names follow CheckName; every fallback names a policy
+// and no chain of fallbacks comes back to where it started (`run --fallback` would not end).
 Status AppendPolicies(const toml::table& root, const std::string& source, PolicySet* set) {
   const PolicySet base = *set;
   const toml::node* node = root.get("policy");
@@ -214,14 +242,17 @@ Status AppendPolicies(const toml::table& root, const std::string& source, Policy
   const toml::table* policies = node->as_table();
   if (!policies)
     return Status::InvalidInput(Where(source, *node) + ": policy must be a table of [policy.NAME] tables");
+  std::map<std::string, std::string> fallback_at;  // new policy -> where its fallback is set
   for (const auto& [key, value] : *policies) {
     const std::string name(key.str());
+    const Status named = CheckName("policy name", name);
+    if (!named.ok()) return named.WithContext(TomlPlace(source, key.source()));
     const toml::table* t = value.as_table();
     if (!t) return Status::InvalidInput(Where(source, value) + ": policy." + name + " must be a table");
     if (FindPolicy(name, base).ok())
       return Status::InvalidInput(Where(source, value) + ": policy '" + name +
                                   "' is a preset; give the new policy another name");
-    StatusOr<DtypePolicy> p = ParsePolicy(name, *t, source, base);
+    StatusOr<DtypePolicy> p = ParsePolicy(name, *t, source, base, &fallback_at[name]);
     if (!p.ok()) return p.status();
     set->push_back(*p);
   }
@@ -229,6 +260,12 @@ Status AppendPolicies(const toml::table& root, const std::string& source, Policy
     if (!p.fallback.empty() && !FindPolicy(p.fallback, *set).ok())
       return Status::InvalidInput(source + ": policy '" + p.name + "': fallback '" + p.fallback +
                                   "' is not a policy");
+  }
+  for (const auto& [name, at] : fallback_at) {
+    const std::string cycle = FallbackCycleFrom(name, *set);
+    if (!cycle.empty())
+      return Status::InvalidInput(at + ": policy '" + name + "': fallback cycle " + cycle +
+                                  " (`run --fallback` would never end)");
   }
   return Status::Ok();
 }
@@ -260,9 +297,39 @@ StatusOr<PolicySet> PresetsAndPoliciesOfFile(const std::string& path) {
   return PresetsAndPoliciesOf(text.str(), path);
 }
 
+namespace {
+
+// The policy files this process has parsed, by path (PoliciesOfFile).
+struct PolicyFileCache {
+  std::mutex mutex;
+  std::map<std::string, StatusOr<PolicySet>> sets;
+};
+
+PolicyFileCache& PolicyFiles() {
+  static PolicyFileCache* cache = new PolicyFileCache;  // never destroyed: no exit-order issue
+  return *cache;
+}
+
+}  // namespace
+
+StatusOr<PolicySet> PoliciesOfFile(const std::string& path) {
+  PolicyFileCache& cache = PolicyFiles();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto found = cache.sets.find(path);
+  if (found == cache.sets.end()) found = cache.sets.emplace(path, PresetsAndPoliciesOfFile(path)).first;
+  return found->second;
+}
+
+void RememberPoliciesOfFile(const std::string& path, const PolicySet& set) {
+  PolicyFileCache& cache = PolicyFiles();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.sets.erase(path);
+  cache.sets.emplace(path, set);
+}
+
 StatusOr<DtypePolicy> FindPolicyIn(const std::string& name, const std::string& policy_file) {
   if (policy_file.empty()) return FindPolicy(name);
-  StatusOr<PolicySet> set = PresetsAndPoliciesOfFile(policy_file);
+  StatusOr<PolicySet> set = PoliciesOfFile(policy_file);
   if (!set.ok()) return set.status();
   StatusOr<DtypePolicy> policy = FindPolicy(name, *set);
   if (!policy.ok()) return Status::InvalidInput(policy_file + ": " + policy.status().message());

@@ -79,10 +79,20 @@ StatusOr<DtypePolicy> FindPolicy(const std::string& name, const PolicySet& set =
 // The presets plus the [policy.NAME] tables of a TOML text (a matrix or a policy file;
 // other keys are not read; no table is fine). A table may start from a preset with
 // based_on = "NAME". Redefining a preset is an error. Errors name `source` and the place.
+// Policy names follow harness/name_rules.h, and no chain of fallbacks is a cycle (both
+// errors name the file:line:col of the [policy.NAME] key, of the `fallback` key).
 StatusOr<PolicySet> PresetsAndPoliciesOf(const std::string& toml_text, const std::string& source);
-// The same for a file; NotFound / InvalidInput naming `path`.
+// The same for a file, read now; NotFound / InvalidInput naming `path`.
 StatusOr<PolicySet> PresetsAndPoliciesOfFile(const std::string& path);
-// `name` from the presets, or from `policy_file` when one is given ("" for none).
+// PresetsAndPoliciesOfFile, parsed once per process: the first call for a `path` reads
+// it, later calls (and their errors) come from memory, so a file that changes or
+// vanishes while a run goes on does not change its cells' policies. Thread-safe.
+StatusOr<PolicySet> PoliciesOfFile(const std::string& path);
+// Makes `set` what PoliciesOfFile(path) returns from now on: the matrix parse hands over
+// the policies it read from the matrix text that its cells name as their policy file.
+void RememberPoliciesOfFile(const std::string& path, const PolicySet& set);
+// `name` from the presets, or from PoliciesOfFile(policy_file) when one is given ("" for
+// none). Reads each file once per process.
 StatusOr<DtypePolicy> FindPolicyIn(const std::string& name, const std::string& policy_file);
 // The module path of a weight: its name without the last component
 // ("blocks.0.ff.0.weight" -> "blocks.0.ff.0").

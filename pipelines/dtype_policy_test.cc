@@ -1,6 +1,10 @@
 #include "pipelines/dtype_policy.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 
 #include "checks/tolerance.h"
 
@@ -107,6 +111,69 @@ TEST(DtypePolicyTest, BadPolicyTablesNameTheFileAndThePlace) {
             std::string::npos);
   EXPECT_EQ(error("name = \"no policies\"\n"), "ok");
   EXPECT_FALSE(FindPolicyIn("x", "/nonexistent/p.toml").ok());
+}
+
+TEST(DtypePolicyTest, PolicyNamesFollowTheNameRule) {
+  auto error = [](const std::string& toml) {
+    StatusOr<PolicySet> set = PresetsAndPoliciesOf(toml, "p.toml");
+    return set.ok() ? std::string("ok") : set.status().message();
+  };
+  const std::string rule = "' must be 1 to 64 characters of A-Z a-z 0-9 . _ + - (not . or ..)";
+  EXPECT_EQ(error("[policy.\"/../../../tmp/victim\"]\nstorage = \"fp32\"\n"),
+            "p.toml:1:9: policy name '/../../../tmp/victim" + rule);
+  EXPECT_EQ(error("[policy.\"half emu $(touch PWNED)\"]\n"),
+            "p.toml:1:9: policy name 'half emu $(touch PWNED)" + rule);
+  EXPECT_EQ(error("\n[policy.\".\"]\n"), "p.toml:2:9: policy name '." + rule);
+  EXPECT_EQ(error("[policy.\"\"]\n").substr(0, 27), "p.toml:1:9: policy name '' ");
+  EXPECT_EQ(error("[policy.\"ok-name_1.5+x\"]\nstorage = \"fp32\"\n"), "ok");
+  // The shipped presets are read by the same code: the file is tested.
+  EXPECT_EQ(PresetPolicies().size(), 10u);
+}
+
+TEST(DtypePolicyTest, FallbackCyclesAreRefusedAtTheFallbackKey) {
+  auto error = [](const std::string& toml) {
+    StatusOr<PolicySet> set = PresetsAndPoliciesOf(toml, "p.toml");
+    return set.ok() ? std::string("ok") : set.status().message();
+  };
+  const std::string never = " (`run --fallback` would never end)";
+  EXPECT_EQ(error("[policy.loop]\nbased_on = \"fp16-emulated\"\nfallback = \"loop\"\n"),
+            "p.toml:3:12: policy 'loop': fallback cycle loop -> loop" + never);
+  EXPECT_EQ(
+      error("[policy.a]\nfallback = \"b\"\n[policy.b]\nfallback = \"c\"\n[policy.c]\nfallback = \"a\"\n"),
+      "p.toml:2:12: policy 'a': fallback cycle a -> b -> c -> a" + never);
+  // Through a preset: b falls back to a preset whose chain ends (fp16 -> ... -> fp32).
+  EXPECT_EQ(error("[policy.a]\nfallback = \"b\"\n[policy.b]\nbased_on = \"fp16\"\n"), "ok");
+  // In a set without presets (how policies.toml itself is read) a cycle is refused too.
+  StatusOr<PolicySet> presets =
+      ParsePolicies("[policy.x]\nfallback = \"y\"\n[policy.y]\nfallback = \"x\"\n", "q.toml");
+  ASSERT_FALSE(presets.ok());
+  EXPECT_EQ(presets.status().message(), "q.toml:2:12: policy 'x': fallback cycle x -> y -> x" + never);
+  // Every preset's chain ends.
+  for (const DtypePolicy& p : PresetPolicies()) {
+    std::string name = p.name;
+    for (int step = 0; step < 20 && !name.empty(); ++step) name = FindPolicy(name)->fallback;
+    EXPECT_TRUE(name.empty()) << p.name;
+  }
+}
+
+// A policy file is parsed once per process: what a run resolved does not change when
+// the file changes or vanishes under it.
+TEST(DtypePolicyTest, APolicyFileIsReadOncePerProcess) {
+  const std::string path = ::testing::TempDir() + "/fg_policies_" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(path) << "[policy.mine]\nbased_on = \"bf16\"\n";
+  StatusOr<DtypePolicy> first = FindPolicyIn("mine", path);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  std::ofstream(path) << "[policy.mine]\nstorage = \"no such dtype\"\n";
+  EXPECT_TRUE(FindPolicyIn("mine", path).ok());
+  std::remove(path.c_str());
+  StatusOr<DtypePolicy> again = FindPolicyIn("mine", path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->based_on, "bf16");
+  EXPECT_TRUE(PresetsAndPoliciesOfFile(path).status().code() == Status::Code::kNotFound);  // reads now
+  // What a matrix parse remembers is what its cells' lookups find.
+  RememberPoliciesOfFile(path, *PresetsAndPoliciesOf("[policy.other]\n", path));
+  EXPECT_FALSE(FindPolicyIn("mine", path).ok());
+  EXPECT_TRUE(FindPolicyIn("other", path).ok());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <torch/script.h>
 
 #include "harness/error_class.h"
+#include "harness/name_rules.h"
 #include "harness/toml_source.h"
 #include "pipelines/fp8_codec.h"
 #include "pipelines/graph_instrumentation.h"
@@ -193,6 +194,8 @@ StatusOr<ModelManifest> ReadModelManifest(const std::string& dir) {
   };
   const auto name = table["name"].value<std::string>();
   if (!name) return Status::InvalidInput(path + ": missing key 'name' (a string)");
+  const Status named = CheckName("pipeline name", *name);
+  if (!named.ok()) return named.WithContext(TomlPlace(path, table["name"].node()->source()));
   m.name = *name;
   integer("latent", "channels", &m.latent.channels);
   integer("latent", "frames", &m.latent.frames);

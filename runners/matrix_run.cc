@@ -100,14 +100,17 @@ StatusOr<std::vector<Cell>> RecordUnsupported(const std::vector<Cell>& cells,
   std::vector<Cell> to_run;
   for (const Cell& c : cells) {
     if (done.count(c.Id())) continue;
-    const std::string unsupported = UnsupportedReason(c, request.found);
-    if (unsupported.empty()) {
+    // Every cell resolved before the run began (ExpandRequest): a lookup error here is
+    // still bad input, never a reason.
+    const StatusOr<std::string> unsupported = UnsupportedReason(c, request.found);
+    if (!unsupported.ok()) return unsupported.status();
+    if (unsupported->empty()) {
       to_run.push_back(c);
       continue;
     }
     VerdictInputs in;
     in.run = RunEnd::kUnsupported;
-    in.unsupported = unsupported;
+    in.unsupported = *unsupported;
     in.expected_to_fail = c.expected_to_fail();
     CellResult r = JudgedResult(c, DecideVerdict(in));
     r.repro = CheckCommandFor(c, request.process.settings.run.golden_dir);

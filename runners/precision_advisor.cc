@@ -78,8 +78,11 @@ class Search {
     const DtypePolicy policy = IslandPolicy(base_, islands);
     const std::string path = options_.work_dir + "/advise-policy.toml";
     std::ofstream(path) << policy.ToToml();
-    // The file is the candidate's repro; the run takes the policy itself, judged by the
-    // base policy's tolerance.
+    // The file is the candidate's repro (kept current in this process's policy-file
+    // cache); the run takes the policy itself, judged by the base policy's tolerance.
+    StatusOr<PolicySet> set = PresetsAndPoliciesOf(policy.ToToml(), path);
+    if (!set.ok()) return set.status();
+    RememberPoliciesOfFile(path, *set);
     ResolvedCell candidate = cell_;
     candidate.cell.policy = policy.name;
     candidate.cell.policy_file = path;
