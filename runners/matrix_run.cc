@@ -110,7 +110,7 @@ StatusOr<std::vector<Cell>> RecordUnsupported(const std::vector<Cell>& cells,
     }
     VerdictInputs in;
     in.run = RunEnd::kUnsupported;
-    in.unsupported = *unsupported;
+    in.unsupported = unsupported.value();
     in.expected_to_fail = c.expected_to_fail();
     CellResult r = JudgedResult(c, DecideVerdict(in));
     r.repro = CheckCommandFor(c, request.process.settings.run.golden_dir);
