@@ -1,4 +1,4 @@
-#include "harness/toml_source.h"
+#include "harness/toml_bounds.h"
 
 #include <vector>
 
