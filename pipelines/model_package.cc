@@ -189,7 +189,7 @@ struct ManifestInteger {
 // when the key is missing). Read as int64, as TOML writes it: never narrowed.
 Status ReadInteger(const toml::table& table, const std::string& path, const ManifestInteger& integer) {
   const std::string what = std::string("[") + integer.section + "] " + integer.key +
-                           " must be an integer from 1 to " + std::to_string(integer.max);
+                           " must be a positive integer, at most " + std::to_string(integer.max);
   const toml::node* node = table[integer.section][integer.key].node();
   if (node == nullptr) return Status::InvalidInput(path + ": " + what + " (missing)");
   const std::optional<int64_t> value = node->is_integer() ? node->value<int64_t>() : std::nullopt;
