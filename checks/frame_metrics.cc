@@ -273,7 +273,9 @@ class SsimEngine {
 
 // Cosine similarity from dot(a, b), ||a||^2 and ||b||^2 (CosineSimilarity's rules).
 double CosineFromSums(double dot, double na, double nb) {
-  if (std::isnan(dot) || std::isnan(na) || std::isnan(nb)) return kNaN;
+  // An Inf value makes a sum infinite (finite floats cannot: their squares fit a double),
+  // and inf / inf would be NaN, which std::min would turn into a perfect 1.
+  if (!std::isfinite(dot) || !std::isfinite(na) || !std::isfinite(nb)) return kNaN;
   if (na == 0.0 && nb == 0.0) return 1.0;
   if (na == 0.0 || nb == 0.0) return 0.0;
   const double cos = dot / (std::sqrt(na) * std::sqrt(nb));
@@ -387,7 +389,10 @@ FRAMEGATE_SIMD_CLONES FrameSums ErrorSums(const float* r0, const float* c0, cons
   return lanes.Reduce();
 }
 
+// An infinite sq_err means an Inf in one frame (the squared difference of two finite
+// floats fits a double): the PSNR is not defined (NaN), not -inf.
 double PsnrFromSqErr(double sq_err, int64_t n) {
+  if (!std::isfinite(sq_err)) return kNaN;
   if (n == 0 || sq_err == 0.0) return kInf;
   return 10.0 * std::log10(1.0 / (sq_err / static_cast<double>(n)));
 }

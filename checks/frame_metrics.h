@@ -14,6 +14,9 @@
 //   - PSNR is +infinity where the two frames are identical (skimage: inf, JSON: null).
 //   - A NaN anywhere in either input makes every metric that reads it NaN
 //     (max_abs included).
+//   - An Inf in either input makes the PSNR of its frame and the cosine NaN (not
+//     defined: never -inf, never a perfect score); max_abs and the relative errors are
+//     then +infinity or NaN.
 //   - A relative error whose denominator is 0 is 0 when its numerator is 0 too, and
 //     +infinity otherwise.
 //   - SSIM is NaN for frames smaller than 11x11 (skimage raises instead).

@@ -250,6 +250,29 @@ TEST(FrameMetricsTest, NanInTheCandidateIsNeverAGoodScore) {
   EXPECT_TRUE(std::isnan(m.temporal_rel_l2));
 }
 
+TEST(FrameMetricsTest, InfIsNeverAGoodScore) {
+  // An Inf pixel gave a PSNR of -inf (printed "inf" by `metrics`) and a cosine of 1.
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
+  const Video ref = MovingPattern(2, 20, 20, 1);
+  for (const bool in_both : {false, true}) {
+    Video cand = ref;
+    Video reference = ref;
+    cand.at(1, 3, 4, 0) = kInfF;
+    if (in_both) reference.at(1, 3, 4, 0) = kInfF;
+    const VideoMetrics m = ComputeVideoMetrics(reference.View(), cand.View());
+    EXPECT_EQ(m.frames[0].psnr, kInf);
+    EXPECT_TRUE(std::isnan(m.frames[1].psnr)) << m.frames[1].psnr;
+    EXPECT_TRUE(std::isnan(m.min_psnr)) << m.min_psnr;
+    EXPECT_FALSE(m.frames[1].ssim >= 0.5) << m.frames[1].ssim;
+    EXPECT_TRUE(std::isnan(m.cosine)) << m.cosine;
+    EXPECT_FALSE(m.rel_l2 < 1.0) << m.rel_l2;
+  }
+  Video cand = ref;
+  cand.at(0, 0, 0, 0) = -kInfF;
+  EXPECT_TRUE(std::isnan(FramePsnr(ref.View().Frame(0), cand.View().Frame(0))));
+  EXPECT_TRUE(std::isnan(CosineSimilarity(ref.values.data(), cand.values.data(), 10)));
+}
+
 TEST(FrameMetricsTest, ThreadsDoNotChangeTheResult) {
   const Video ref = MovingPattern(7, 33, 41, 3);
   const Video cand = AddNoise(ref, 0.02, 11);

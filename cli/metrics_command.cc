@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -52,9 +53,11 @@ struct Video {
 
 StatusOr<Video> ReadPngFolder(const std::string& dir) {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() == ".png") files.push_back(entry.path().string());
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".png") files.push_back(it->path().string());
   }
+  if (ec) return Status::IoError(dir + ": cannot list the folder: " + ec.message());
   if (files.empty()) return Status::InvalidInput(dir + ": no .png frames in the folder");
   std::sort(files.begin(), files.end());
   Video video;
@@ -63,7 +66,12 @@ StatusOr<Video> ReadPngFolder(const std::string& dir) {
     if (!img.ok()) return img.status();
     if (t == 0) {
       video.view = {nullptr, static_cast<int64_t>(files.size()), img->height, img->width, 3};
-      video.values.resize(video.view.NumElements());
+      try {  // each frame is bounded (png_frames.h), their number is not
+        video.values.resize(video.view.NumElements());
+      } catch (const std::bad_alloc&) {
+        return Status::InvalidInput(dir + ": " + video.view.ShapeString() +
+                                    " float32 does not fit in memory");
+      }
     } else if (img->height != video.view.height || img->width != video.view.width) {
       return Status::InvalidInput(files[t] + ": " + std::to_string(img->width) + "x" +
                                   std::to_string(img->height) + " differs from the first frame");
@@ -99,16 +107,29 @@ StatusOr<Video> ReadVideo(const std::string& path) {
   return video;
 }
 
+// The video at `path`, refused when it has no values: no frame of it could be compared,
+// and an empty comparison must not read as agreement.
+StatusOr<Video> ReadNonEmptyVideo(const std::string& path) {
+  StatusOr<Video> video = ReadVideo(path);
+  if (video.ok() && video->view.NumElements() == 0) {
+    return Status::InvalidInput(path + ": empty video " + video->view.ShapeString() + ", nothing to compare");
+  }
+  return video;
+}
+
+// "12.345", "inf" (identical frames), "nan" (not defined: a NaN or Inf in the frames).
 std::string Db(double psnr) {
+  if (std::isnan(psnr)) return "nan";
+  if (std::isinf(psnr)) return psnr > 0 ? "inf" : "-inf";
   char buf[32];
-  std::snprintf(buf, sizeof buf, std::isinf(psnr) ? "inf" : "%.3f", psnr);
+  std::snprintf(buf, sizeof buf, "%.3f", psnr);
   return buf;
 }
 
 int RunMetrics(const MetricsOptions& o) {
-  StatusOr<Video> ref_video = ReadVideo(o.ref);
+  StatusOr<Video> ref_video = ReadNonEmptyVideo(o.ref);
   if (!ref_video.ok()) return ReportError(ref_video.status());
-  StatusOr<Video> cand_video = ReadVideo(o.cand);
+  StatusOr<Video> cand_video = ReadNonEmptyVideo(o.cand);
   if (!cand_video.ok()) return ReportError(cand_video.status());
   const VideoView& ref = ref_video->view;
   const VideoView& cand = cand_video->view;
@@ -124,8 +145,8 @@ int RunMetrics(const MetricsOptions& o) {
       AssessVideoHealth(cand, CountNonfiniteFrames(cand, 2.0f, -1.0f, threads), ref, {}, {}, threads);
   if (!o.json_path.empty()) {
     nlohmann::json j = MetricsToJson(m);
+    j["cosine"] = j["latent_cosine"];  // as MetricsToJson writes it: NaN is "NaN", not null
     j.erase("latent_cosine");
-    j["cosine"] = m.latent_cosine;
     nlohmann::json frames = nlohmann::json::array();
     for (FrameDefect d : health.frames) frames.push_back(FrameDefectName(d));
     j["health"] = {{"defect", FrameDefectName(health.defect)},
@@ -166,7 +187,8 @@ Command AddMetricsCommand(CLI::App& parent) {
   app->add_option("CAND", o->cand, "Candidate video, same form and shape")
       ->required()
       ->check(CLI::ExistingPath);
-  AddOutputFileOption(app, "--json", &o->json_path, "Write the metrics as JSON (null for an infinite PSNR)");
+  AddOutputFileOption(app, "--json", &o->json_path,
+                      "Write the metrics as JSON (null for an infinite PSNR, \"NaN\" where not defined)");
   app->add_option("--threads", o->threads, "Threads over frames (default 0: every core this process may use)")
       ->check(CLI::Range(0, 4096));
   return {app, [o] { return RunMetrics(*o); }};

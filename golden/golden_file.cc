@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace framegate {
 namespace {
@@ -106,6 +107,18 @@ StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes) 
   golden.latents = ToTensor(layout->latents);
   golden.provenance = ProvenanceFromJson(layout->metadata);
   return golden;
+}
+
+Status CheckGoldenShapes(const std::string& path, const Golden& golden, const at::Tensor& frames,
+                         const at::Tensor& latents) {
+  for (const auto& [what, expected, made] : {std::make_tuple("frames", &golden.frames, &frames),
+                                             std::make_tuple("latents", &golden.latents, &latents)}) {
+    if (expected->sizes() != made->sizes()) {
+      return Status::Corrupt(path + ": golden " + what + " " + c10::str(expected->sizes()) +
+                             " but the cell made " + c10::str(made->sizes()));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace framegate

@@ -52,4 +52,11 @@ StatusOr<Golden> ReadGolden(const std::string& path);
 // The same checks on a golden file's bytes; `path` only names it in errors. Never throws.
 StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes);
 
+// Ok when the golden at `path` has the shapes of what a cell made, frames [T, H, W, 3] and
+// latents [1, C, T, h, w]; else Corrupt "<path>: golden latents [...] but the cell made
+// [...]" (a damaged golden, or one of another config). Check it before comparing: the
+// comparison reads both tensors as the cell's shape.
+Status CheckGoldenShapes(const std::string& path, const Golden& golden, const at::Tensor& frames,
+                         const at::Tensor& latents);
+
 }  // namespace framegate

@@ -84,6 +84,34 @@ TEST(GoldenFileTest, DamagedFilesAreCorruptNamingTheFile) {
   EXPECT_EQ(ReadGolden(path).status().code(), Status::Code::kNotFound);
 }
 
+TEST(GoldenFileTest, LatentsNotOfOneSampleAreCorrupt) {
+  const std::string path = TempPath("batch.safetensors");
+  Golden g = SampleGolden();
+  g.latents = at::randn({2, 4, 1, 3, 3});
+  ASSERT_TRUE(WriteGolden(path, g).ok());
+  StatusOr<Golden> r = ReadGolden(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), path + ": latents must be [1, C, T, h, w]");
+  std::remove(path.c_str());
+}
+
+TEST(GoldenFileTest, ShapesAreCheckedAgainstWhatTheCellMade) {
+  // A golden with larger latents made `check` read past the cell's (SIGSEGV); with
+  // smaller ones the cosine covered only part of them (PASS).
+  const Golden g = SampleGolden();  // frames [2, 12, 12, 3], latents [1, 4, 2, 3, 3]
+  EXPECT_TRUE(
+      CheckGoldenShapes("g.safetensors", g, at::zeros({2, 12, 12, 3}), at::zeros({1, 4, 2, 3, 3})).ok());
+  const Status latents =
+      CheckGoldenShapes("g.safetensors", g, at::zeros({2, 12, 12, 3}), at::zeros({1, 4, 2, 6, 6}));
+  EXPECT_EQ(latents.code(), Status::Code::kCorrupt);
+  EXPECT_EQ(latents.message(),
+            "g.safetensors: golden latents [1, 4, 2, 3, 3] but the cell made [1, 4, 2, 6, 6]");
+  const Status frames =
+      CheckGoldenShapes("g.safetensors", g, at::zeros({2, 12, 12, 3, 1}), at::zeros({1, 4, 2, 3, 3}));
+  EXPECT_EQ(frames.message(),
+            "g.safetensors: golden frames [2, 12, 12, 3] but the cell made [2, 12, 12, 3, 1]");
+}
+
 // Found by fuzz/golden_fuzz (fuzz/corpus/golden/regression-dtype-not-a-string.safetensors):
 // a tensor entry whose "dtype" is an array made json::value throw out of ReadGolden.
 TEST(GoldenFileTest, FuzzRegressionNonStringHeaderValuesAreCorruptNotExceptions) {

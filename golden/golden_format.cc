@@ -94,6 +94,7 @@ StatusOr<GoldenLayout> ParseGoldenLayout(const std::string& path, const std::str
   StatusOr<GoldenTensorBytes> latents = FindTensor(path, header, "latents", data, data_size, 5);
   if (!latents.ok()) return latents.status();
   if (frames->shape[3] != 3) return Status::Corrupt(path + ": frames must be [T, H, W, 3]");
+  if (latents->shape[0] != 1) return Status::Corrupt(path + ": latents must be [1, C, T, h, w]");
   layout.frames = std::move(*frames);
   layout.latents = std::move(*latents);
   layout.metadata = meta;

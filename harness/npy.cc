@@ -5,17 +5,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
+#include <new>
 #include <sstream>
+
+#include "harness/regular_file.h"
 
 namespace framegate {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
+// NumPy writes headers of a few hundred bytes (and reads at most 10,000 by default).
+constexpr size_t kMaxHeaderBytes = 1 << 20;
 
 size_t DtypeSize(NpyDtype dtype) {
   switch (dtype) {
@@ -55,6 +60,34 @@ bool FindHeaderValue(const std::string& header, const std::string& key, std::str
   return false;
 }
 
+// The first key of the header dict that appears twice ("" when none): NumPy's
+// literal_eval keeps the last value of a duplicated key, FindHeaderValue the first, so a
+// header with one is refused rather than read differently. Keys are the quoted strings
+// at the dict's top level that a ':' follows.
+std::string DuplicatedHeaderKey(const std::string& header) {
+  std::vector<std::string> keys;
+  int depth = 0;  // brackets open, the dict's own included
+  for (size_t i = 0; i < header.size(); ++i) {
+    const char c = header[i];
+    if (c == '{' || c == '(' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ')' || c == ']') {
+      --depth;
+    } else if (c == '\'' || c == '"') {
+      const size_t end = header.find(c, i + 1);
+      if (end == std::string::npos) return "";
+      const size_t next = header.find_first_not_of(" \t\r\n", end + 1);
+      if (depth == 1 && next != std::string::npos && header[next] == ':') {
+        std::string key = header.substr(i + 1, end - i - 1);
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) return key;
+        keys.push_back(std::move(key));
+      }
+      i = end;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int64_t NpyArray::NumElements() const {
@@ -90,8 +123,17 @@ StatusOr<NpyHeader> ParseNpyHeader(const std::string& name, const uint8_t* data,
   } else {
     return bad("unsupported .npy format version " + std::to_string(major));
   }
+  if (header_len > kMaxHeaderBytes) {
+    return bad("header is " + std::to_string(header_len) + " bytes, more than " +
+               std::to_string(kMaxHeaderBytes));
+  }
   if (header_len > size - offset) return bad("truncated header");
   const std::string header(reinterpret_cast<const char*>(data + offset), header_len);
+  const std::string duplicated = DuplicatedHeaderKey(header);
+  if (!duplicated.empty()) {
+    return bad("header: key '" + (duplicated.size() > 40 ? duplicated.substr(0, 40) + "..." : duplicated) +
+               "' appears twice");
+  }
 
   NpyHeader array;
   array.data_offset = offset + header_len;
@@ -153,6 +195,28 @@ void ConvertToFloat32(NpyDtype dtype, const uint8_t* bytes, int64_t n, bool scal
   }
 }
 
+// The file's bytes into *out: no more than the size fstat gave (a file that grows while
+// it is read is cut there; one that shrinks is read to its end).
+Status ReadAll(const std::string& path, const RegularFile& file, std::vector<uint8_t>* out) {
+  try {
+    out->resize(file.size);
+  } catch (const std::bad_alloc&) {
+    return Status::IoError(path + ": " + std::to_string(file.size) + " bytes do not fit in memory");
+  }
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t got = ::read(file.fd, out->data() + done, out->size() - done);
+    if (got == 0) break;
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(path + ": read failed: " + std::strerror(errno));
+    }
+    done += static_cast<size_t>(got);
+  }
+  out->resize(done);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<float> NpyArray::ToFloat32(bool scale_uint8) const {
@@ -172,9 +236,12 @@ StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t
 }
 
 StatusOr<NpyArray> ReadNpy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot open");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  StatusOr<RegularFile> file = OpenRegularFile(path);
+  if (!file.ok()) return file.status();
+  std::vector<uint8_t> bytes;
+  const Status read = ReadAll(path, *file, &bytes);
+  ::close(file->fd);
+  FG_RETURN_IF_ERROR(read);
   return ParseNpy(path, bytes.data(), bytes.size());
 }
 
@@ -221,32 +288,21 @@ void NpyFile::CopyToFloat32(float* out, bool scale_uint8) const {
 }
 
 StatusOr<NpyFile> OpenNpy(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::NotFound(path + ": cannot open");
+  StatusOr<RegularFile> opened = OpenRegularFile(path);
+  if (!opened.ok()) return opened.status();
   NpyFile file;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+  if (opened->size > 0) {
     // MAP_POPULATE: the page tables are filled in one go rather than a fault per page.
-    void* map =
-        ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void* map = ::mmap(nullptr, opened->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, opened->fd, 0);
     if (map != MAP_FAILED) {
       file.map_ = map;
-      file.map_size_ = static_cast<size_t>(st.st_size);
+      file.map_size_ = opened->size;
     }
   }
-  if (file.map_ == nullptr) {
-    // Not mappable (a pipe, an empty file, a failed mmap): read it all, once.
-    uint8_t chunk[1 << 16];
-    for (ssize_t got; (got = ::read(fd, chunk, sizeof chunk)) != 0;) {
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        ::close(fd);
-        return Status::IoError(path + ": read failed: " + std::strerror(errno));
-      }
-      file.bytes_.insert(file.bytes_.end(), chunk, chunk + got);
-    }
-  }
-  ::close(fd);
+  // Not mappable (an empty file, a failed mmap): read it, once.
+  const Status read = file.map_ == nullptr ? ReadAll(path, *opened, &file.bytes_) : Status::Ok();
+  ::close(opened->fd);
+  FG_RETURN_IF_ERROR(read);
   const uint8_t* bytes = file.map_ != nullptr ? static_cast<const uint8_t*>(file.map_) : file.bytes_.data();
   const size_t size = file.map_ != nullptr ? file.map_size_ : file.bytes_.size();
   StatusOr<NpyHeader> header = ParseNpyHeader(path, bytes, size);

@@ -23,8 +23,12 @@ struct NpyArray {
   std::vector<float> ToFloat32(bool scale_uint8 = true) const;
 };
 
-// Parses .npy bytes; `name` is used in error messages ("<name>: header: ...").
+// Parses .npy bytes; `name` is used in error messages ("<name>: header: ..."). Corrupt
+// for a header over 1 MiB, a key the header dict holds twice (NumPy would keep the last
+// value), or data that is not exactly as long as the shape needs.
 StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* data, size_t size);
+// Reads a regular file (OpenRegularFile, regular_file.h: a FIFO or a device is refused
+// without blocking) and parses it as ParseNpy does.
 StatusOr<NpyArray> ReadNpy(const std::string& path);
 
 // A .npy file read once: mapped read-only where it can be (else read into memory), the
@@ -61,7 +65,8 @@ class NpyFile {
   std::vector<uint8_t> bytes_;  // the file, when it could not be mapped
 };
 
-// Opens a .npy file: NotFound "<path>: cannot open", or ParseNpy's errors.
+// Opens a .npy file: OpenRegularFile's errors (NotFound "<path>: cannot open", InvalidInput
+// "<path>: not a regular file (a FIFO)": never blocks), or ParseNpy's errors.
 StatusOr<NpyFile> OpenNpy(const std::string& path);
 
 // Writes a float32 array (version 1.0 header). Returns IoError naming the path on failure.

@@ -86,14 +86,60 @@ TEST(NpyTest, FuzzRegressionLongHeaderIsAnErrorNotAStackOverflow) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(": header: unsupported dtype 'xxxx"), std::string::npos);
   EXPECT_LT(r.status().message().size(), 200u);  // the 60 KB value is not echoed
-  const std::string huge =
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'pad': '" + std::string(2000000, 'x') + "'}\n";
-  std::string bytes = std::string("\x93NUMPY\x02\x00", 8);
-  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((huge.size() >> (8 * i)) & 0xff));
-  bytes += huge + std::string(4, '\0');
-  r = ParseNpy("huge.npy", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  // A long header within the 1 MiB bound parses; beyond it, it is refused.
+  for (const size_t pad : {size_t{1000000}, size_t{2000000}}) {
+    const std::string huge =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'pad': '" + std::string(pad, 'x') + "'}\n";
+    std::string bytes = std::string("\x93NUMPY\x02\x00", 8);
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((huge.size() >> (8 * i)) & 0xff));
+    bytes += huge + std::string(4, '\0');
+    r = ParseNpy("huge.npy", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    if (pad == 1000000) {
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(r->shape, (std::vector<int64_t>{1}));
+    } else {
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().message(), "huge.npy: header is 2000067 bytes, more than 1048576");
+    }
+  }
+}
+
+TEST(NpyTest, HeaderWithADuplicatedKeyIsRefused) {
+  // NumPy's literal_eval keeps the last value ('<u1': 2 bytes of data); the first was read.
+  auto parse = [](const std::string& dict, size_t data_bytes) {
+    const std::string h = dict + "\n";
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+    bytes.push_back(static_cast<char>(h.size() & 0xff));
+    bytes.push_back(static_cast<char>(h.size() >> 8));
+    bytes += h + std::string(data_bytes, '\0');
+    return ParseNpy("dup.npy", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  };
+  StatusOr<NpyArray> r =
+      parse("{'descr': '<f4', 'descr': '<u1', 'fortran_order': False, 'shape': (2,), }", 8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorrupt);
+  EXPECT_EQ(r.status().message(), "dup.npy: header: key 'descr' appears twice");
+  r = parse("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), \"shape\": (1,)}", 8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "dup.npy: header: key 'shape' appears twice");
+  // A key's name inside a value is not a key.
+  r = parse("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'note': 'shape'}", 8);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->shape, (std::vector<int64_t>{1}));
+}
+
+TEST(NpyTest, OnlyRegularFilesAreRead) {
+  // /dev/zero never ends (ReadNpy and metrics ran out of memory); a FIFO blocked the
+  // open (tests/python/test_fault_hunt_inputs.py has those): both are refused at once.
+  for (const std::string path : {"/dev/null", "/tmp"}) {
+    StatusOr<NpyFile> opened = OpenNpy(path);
+    ASSERT_FALSE(opened.ok()) << path;
+    EXPECT_EQ(opened.status().code(), Status::Code::kInvalidInput);
+    EXPECT_EQ(opened.status().message().rfind(path + ": not a regular file (", 0), 0u)
+        << opened.status().message();
+    StatusOr<NpyArray> read = ReadNpy(path);
+    ASSERT_FALSE(read.ok()) << path;
+    EXPECT_EQ(read.status().message(), opened.status().message());
+  }
 }
 
 // Writes raw bytes to a temporary file; returns its path.

@@ -1,10 +1,13 @@
 #include "harness/png_frames.h"
 
 #include <png.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <memory>
+
+#include "harness/regular_file.h"
 
 namespace framegate {
 namespace {
@@ -15,6 +18,26 @@ struct FileCloser {
   }
 };
 using File = std::unique_ptr<FILE, FileCloser>;
+
+// Deflate compresses at most about 1032:1: a PNG whose declared pixels need more bytes
+// than that times its size cannot hold them (a damaged or hostile header).
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
+// Ok when a width x height RGB image may be decoded from a PNG file of `file_size` bytes:
+// at most kMaxPngPixels pixels, and no more bytes than deflate can expand the file into.
+Status CheckDeclaredSize(const std::string& path, uint64_t width, uint64_t height, uint64_t file_size) {
+  const uint64_t pixels = width * height;  // each below 2^31 (libpng checks): no overflow
+  const std::string declared = std::to_string(width) + "x" + std::to_string(height);
+  if (pixels > kMaxPngPixels) {
+    return Status::InvalidInput(path + ": PNG header declares " + declared + " pixels, more than " +
+                                std::to_string(kMaxPngPixels));
+  }
+  if (pixels * 3 > file_size * kMaxDeflateRatio + 4096) {
+    return Status::Corrupt(path + ": PNG header declares " + declared + " pixels, more than its " +
+                           std::to_string(file_size) + " bytes can hold");
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -44,8 +67,13 @@ Status WritePngRgb(const std::string& path, const RgbImage& image) {
 }
 
 StatusOr<RgbImage> ReadPngRgb(const std::string& path) {
-  File file(std::fopen(path.c_str(), "rb"));
-  if (!file) return Status::NotFound(path + ": cannot open");
+  StatusOr<RegularFile> opened = OpenRegularFile(path);
+  if (!opened.ok()) return opened.status();
+  File file(::fdopen(opened->fd, "rb"));
+  if (!file) {
+    ::close(opened->fd);
+    return Status::IoError(path + ": cannot open");
+  }
   unsigned char signature[8] = {};
   if (std::fread(signature, 1, 8, file.get()) != 8 || png_sig_cmp(signature, 0, 8) != 0) {
     return Status::Corrupt(path + ": not a PNG file (bad signature)");
@@ -65,6 +93,14 @@ StatusOr<RgbImage> ReadPngRgb(const std::string& path) {
   png_init_io(png, file.get());
   png_set_sig_bytes(png, 8);
   png_read_info(png, info);
+  {  // a scope of its own: a later longjmp must not skip a destructor
+    Status size_ok = CheckDeclaredSize(path, png_get_image_width(png, info), png_get_image_height(png, info),
+                                       opened->size);
+    if (!size_ok.ok()) {
+      png_destroy_read_struct(&png, &info, nullptr);
+      return size_ok;
+    }
+  }
   png_set_strip_16(png);
   png_set_strip_alpha(png);
   png_set_palette_to_rgb(png);

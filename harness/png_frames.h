@@ -14,8 +14,14 @@ struct RgbImage {
   std::vector<uint8_t> pixels;  // [H, W, 3], row-major
 };
 
+// The most pixels ReadPngRgb decodes from one PNG (16384 x 16384).
+constexpr uint64_t kMaxPngPixels = uint64_t{1} << 28;
+
 Status WritePngRgb(const std::string& path, const RgbImage& image);
-// Reads an 8-bit or 16-bit RGB/RGBA/gray PNG as 8-bit RGB.
+// Reads an 8-bit or 16-bit RGB/RGBA/gray PNG as 8-bit RGB. Only a regular file is opened
+// (OpenRegularFile: a FIFO is refused, never waited on); a header that declares more than
+// kMaxPngPixels pixels, or more than the file's size can hold, is refused before anything
+// is allocated.
 StatusOr<RgbImage> ReadPngRgb(const std::string& path);
 
 // Converts a frame [H, W, 3] in [0, 1] (float32) to 8-bit: round(clamp(v, 0, 1) * 255);

@@ -170,6 +170,53 @@ Status CheckContract(const std::string& dir, TorchScriptModel& model, const Late
   return Status::Ok();
 }
 
+// The limits of model.toml's numbers: steps and guidance as the CLI's --steps and
+// --guidance take them; sizes that keep a latent and a conditioning tensor allocatable.
+constexpr int64_t kMaxSamplerSteps = 100000;
+constexpr double kMaxGuidance = 100.0;
+constexpr int64_t kMaxLatentDim = 4096;
+constexpr int64_t kMaxCondDim = 65536;
+constexpr int64_t kMaxTensorElements = int64_t{1} << 28;  // 1 GiB of float32
+
+// One integer of model.toml: [section] key, from 1 to max.
+struct ManifestInteger {
+  const char* section;
+  const char* key;
+  int64_t max;
+  int64_t* out;
+};
+
+// *integer.out, or InvalidInput "<path>:<line>:<col>: [section] key ..." (the file alone
+// when the key is missing). Read as int64, as TOML writes it: never narrowed.
+Status ReadInteger(const toml::table& table, const std::string& path, const ManifestInteger& integer) {
+  const std::string what = std::string("[") + integer.section + "] " + integer.key +
+                           " must be a positive integer, at most " + std::to_string(integer.max);
+  const toml::node* node = table[integer.section][integer.key].node();
+  if (node == nullptr) return Status::InvalidInput(path + ": " + what + " (missing)");
+  const std::optional<int64_t> value = node->is_integer() ? node->value<int64_t>() : std::nullopt;
+  if (!value || *value < 1 || *value > integer.max) {
+    return Status::InvalidInput(TomlPlace(path, node->source()) + ": " + what +
+                                (value ? ", not " + std::to_string(*value) : ""));
+  }
+  *integer.out = *value;
+  return Status::Ok();
+}
+
+// Each of the latent [1, C, T, h, w] and the conditioning [1, L, D] at most
+// kMaxTensorElements values (each factor is bounded, so the products do not overflow).
+Status CheckTensorSizes(const toml::table& table, const std::string& path, const LatentGeometry& g) {
+  if (g.channels * g.frames * g.height * g.width > kMaxTensorElements) {
+    return Status::InvalidInput(TomlPlace(path, table["latent"].node()->source()) +
+                                ": [latent] channels x frames x height x width is more than " +
+                                std::to_string(kMaxTensorElements));
+  }
+  if (g.cond_tokens * g.cond_dim > kMaxTensorElements) {
+    return Status::InvalidInput(TomlPlace(path, table["cond"].node()->source()) +
+                                ": [cond] tokens x dim is more than " + std::to_string(kMaxTensorElements));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelManifest> ReadModelManifest(const std::string& dir) {
@@ -182,39 +229,39 @@ StatusOr<ModelManifest> ReadModelManifest(const std::string& dir) {
   if (!manifest.ok()) return manifest.status();
   const toml::table& table = *manifest;
   ModelManifest m;
-  Status error;
-  auto integer = [&](const char* section, const char* key, int64_t* out) {
-    const auto value = table[section][key].value<int64_t>();
-    if (!value || *value <= 0) {
-      if (error.ok())
-        error = Status::InvalidInput(path + ": [" + section + "] " + key + " must be a positive integer");
-      return;
-    }
-    *out = *value;
-  };
   const auto name = table["name"].value<std::string>();
   if (!name) return Status::InvalidInput(path + ": missing key 'name' (a string)");
   const Status named = CheckName("pipeline name", *name);
   if (!named.ok()) return named.WithContext(TomlPlace(path, table["name"].node()->source()));
   m.name = *name;
-  integer("latent", "channels", &m.latent.channels);
-  integer("latent", "frames", &m.latent.frames);
-  integer("latent", "height", &m.latent.height);
-  integer("latent", "width", &m.latent.width);
-  integer("cond", "tokens", &m.latent.cond_tokens);
-  integer("cond", "dim", &m.latent.cond_dim);
   int64_t steps = 0;
-  integer("sampler", "steps", &steps);
-  FG_RETURN_IF_ERROR(error);
+  const ManifestInteger integers[] = {
+      {"latent", "channels", kMaxLatentDim, &m.latent.channels},
+      {"latent", "frames", kMaxLatentDim, &m.latent.frames},
+      {"latent", "height", kMaxLatentDim, &m.latent.height},
+      {"latent", "width", kMaxLatentDim, &m.latent.width},
+      {"cond", "tokens", kMaxLatentDim, &m.latent.cond_tokens},
+      {"cond", "dim", kMaxCondDim, &m.latent.cond_dim},
+      {"sampler", "steps", kMaxSamplerSteps, &steps},
+  };
+  for (const ManifestInteger& integer : integers) FG_RETURN_IF_ERROR(ReadInteger(table, path, integer));
+  FG_RETURN_IF_ERROR(CheckTensorSizes(table, path, m.latent));
   m.sampler.steps = static_cast<int>(steps);
   const auto kind = table["sampler"]["kind"].value<std::string>();
   const auto parsed = kind ? ParseSamplerKind(*kind) : std::nullopt;
   if (!parsed) return Status::InvalidInput(path + ": [sampler] kind must be \"ddim\" or \"euler\"");
   m.sampler.kind = *parsed;
-  const auto guidance = table["sampler"]["guidance"].value<double>();
-  if (!guidance || *guidance < 1.0)
-    return Status::InvalidInput(path + ": [sampler] guidance must be a number >= 1");
-  m.sampler.guidance = *guidance;
+  const toml::node* guidance = table["sampler"]["guidance"].node();
+  const std::optional<double> value =
+      guidance != nullptr && (guidance->is_floating_point() || guidance->is_integer())
+          ? guidance->value<double>()
+          : std::nullopt;
+  if (!value || !(*value >= 1.0 && *value <= kMaxGuidance)) {  // NaN fails both
+    const std::string where = guidance != nullptr ? TomlPlace(path, guidance->source()) : path;
+    return Status::InvalidInput(where + ": [sampler] guidance must be a number from 1 to " +
+                                std::to_string(static_cast<int>(kMaxGuidance)));
+  }
+  m.sampler.guidance = *value;
   return m;
 }
 

@@ -26,6 +26,9 @@ struct ModelManifest {
 };
 
 // Parses DIR/model.toml. Errors name the file, the line/column or key, and the problem.
+// Integers are read as int64 and range-checked, never narrowed: steps 1..100000 and
+// guidance 1..100 (as the CLI's --steps and --guidance), latent and token counts
+// 1..4096, cond dim 1..65536, the latent and conditioning at most 2^28 values each.
 StatusOr<ModelManifest> ReadModelManifest(const std::string& dir);
 
 // Loads the package, casts both modules to the policy's compute dtype on `device`, and

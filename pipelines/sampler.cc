@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include <ATen/Functions.h>
 
@@ -17,14 +19,29 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// eps for latents x [1, C, T, h, w]: one pass, or a CFG batch [uncond; cond].
-at::Tensor GuidedNoise(VideoModel& model, const at::Tensor& x, double t, const at::Tensor& cond,
+// The model's eps for latents x, checked to have x's shape on every step: a model that
+// passed the contract check can still change its output's shape later, and the sampler's
+// arithmetic would broadcast it silently. Throws std::runtime_error naming the step and
+// both shapes (the caller classifies it as the model's error).
+at::Tensor CheckedNoise(VideoModel& model, int step, const at::Tensor& x, const at::Tensor& t,
+                        const at::Tensor& cond) {
+  at::Tensor eps = model.PredictNoise(x, t, cond);
+  if (eps.sizes() != x.sizes()) {
+    throw std::runtime_error("step " + std::to_string(step) + ": the denoiser returned shape " +
+                             c10::str(eps.sizes()) + " for latents of shape " + c10::str(x.sizes()));
+  }
+  return eps;
+}
+
+// eps for latents x [1, C, T, h, w] at sampler step `step`: one pass, or a CFG batch
+// [uncond; cond].
+at::Tensor GuidedNoise(VideoModel& model, int step, const at::Tensor& x, double t, const at::Tensor& cond,
                        double guidance) {
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
-  if (guidance == 1.0) return model.PredictNoise(x, at::full({1}, t, f32), cond);
+  if (guidance == 1.0) return CheckedNoise(model, step, x, at::full({1}, t, f32), cond);
   const at::Tensor x_in = at::cat({x, x}, 0);                           // [2, C, T, h, w]
   const at::Tensor cond_in = at::cat({at::zeros_like(cond), cond}, 0);  // [2, L, D]
-  const at::Tensor eps = model.PredictNoise(x_in, at::full({2}, t, f32), cond_in);
+  const at::Tensor eps = CheckedNoise(model, step, x_in, at::full({2}, t, f32), cond_in);
   const at::Tensor eps_u = eps.narrow(0, 0, 1), eps_c = eps.narrow(0, 1, 1);
   return eps_u + (eps_c - eps_u) * guidance;
 }
@@ -93,12 +110,12 @@ GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint6
     if (sampler.kind == SamplerKind::kDdim) {
       const double a = alpha_bar[timesteps[i]];
       const double a_prev = i + 1 < n ? alpha_bar[timesteps[i + 1]] : 1.0;
-      const at::Tensor eps = GuidedNoise(model, x, t, cond, sampler.guidance);
+      const at::Tensor eps = GuidedNoise(model, i, x, t, cond, sampler.guidance);
       const at::Tensor x0 = (x - eps * std::sqrt(1.0 - a)) / std::sqrt(a);
       x = x0 * std::sqrt(a_prev) + eps * std::sqrt(1.0 - a_prev);
     } else {
       const double s = sigma(i);
-      const at::Tensor eps = GuidedNoise(model, x / std::sqrt(s * s + 1.0), t, cond, sampler.guidance);
+      const at::Tensor eps = GuidedNoise(model, i, x / std::sqrt(s * s + 1.0), t, cond, sampler.guidance);
       x = x + eps * (sigma(i + 1) - s);
     }
     SynchronizeDevice(model.device());

@@ -46,7 +46,9 @@ struct GenerationResult {
 using StepObserver = std::function<void(int step, const at::Tensor& latents)>;
 
 // Runs the sampler and the decoder. Exceptions from the model (c10::Error) propagate: the
-// caller classifies them.
+// caller classifies them; so does a std::runtime_error "step N: the denoiser returned
+// shape [...] for latents of shape [...]" when the model's eps, on any step, is not the
+// shape of the latents it was given (it would be broadcast).
 GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
                           const StepObserver& on_step = nullptr);
 

@@ -205,10 +205,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     result.timings.step_seconds = r.step_seconds;
     result.timings.decode_seconds = r.decode_seconds;
     const at::Tensor golden_frames = golden->golden ? golden->golden->frames : at::Tensor();
-    if (golden->golden && golden->golden->frames.sizes() != r.frames.sizes()) {
-      return Status::Corrupt(result.golden + ": golden frames " + c10::str(golden->golden->frames.sizes()) +
-                             " but the cell made " + c10::str(r.frames.sizes()));
-    }
+    if (golden->golden)
+      FG_RETURN_IF_ERROR(CheckGoldenShapes(result.golden, *golden->golden, r.frames, r.latents));
     result.health = AssessFrameHealth(r.decoded, r.frames, golden_frames, step_counts);
     result.first_nonfinite = probes.first_nonfinite();
     if (!result.first_nonfinite.found &&
