@@ -9,6 +9,7 @@
 
 #include "harness/error_class.h"
 #include "harness/name_rules.h"
+#include "harness/number_limits.h"
 #include "harness/toml_source.h"
 #include "pipelines/fp8_codec.h"
 #include "pipelines/graph_instrumentation.h"
@@ -170,10 +171,11 @@ Status CheckContract(const std::string& dir, TorchScriptModel& model, const Late
   return Status::Ok();
 }
 
-// The limits of model.toml's numbers: steps and guidance as the CLI's --steps and
-// --guidance take them; sizes that keep a latent and a conditioning tensor allocatable.
-constexpr int64_t kMaxSamplerSteps = 100000;
-constexpr double kMaxGuidance = 100.0;
+// The limits of model.toml's numbers: steps and guidance the same as the CLI's and a
+// matrix's (harness/number_limits.h); sizes that keep a latent and a conditioning tensor
+// allocatable.
+constexpr int64_t kMaxSamplerSteps = kStepsLimit.max;
+constexpr double kMaxGuidance = kGuidanceLimit.max;
 constexpr int64_t kMaxLatentDim = 4096;
 constexpr int64_t kMaxCondDim = 65536;
 constexpr int64_t kMaxTensorElements = int64_t{1} << 28;  // 1 GiB of float32

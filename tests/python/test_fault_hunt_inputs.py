@@ -191,9 +191,9 @@ def with_line(d, key, value):
 
 
 @pytest.mark.parametrize("key,value,words", [
-    ("steps", "4294967299", "[sampler] steps must be a positive integer, at most 100000, not 4294967299"),
-    ("steps", "0", "[sampler] steps must be a positive integer, at most 100000, not 0"),
-    ("steps", "2.0", "[sampler] steps must be a positive integer, at most 100000"),
+    ("steps", "4294967299", "[sampler] steps must be a positive integer, at most 10000, not 4294967299"),
+    ("steps", "0", "[sampler] steps must be a positive integer, at most 10000, not 0"),
+    ("steps", "2.0", "[sampler] steps must be a positive integer, at most 10000"),
     ("frames", "-4", "[latent] frames must be a positive integer, at most 4096, not -4"),
     ("channels", "9223372036854775807", "[latent] channels must be a positive integer, at most 4096"),
     ("tokens", "100000", "[cond] tokens must be a positive integer, at most 4096"),
