@@ -146,10 +146,7 @@ std::string JunitClassname(const Cell& cell) {
 
 std::string JunitTestName(const Cell& cell) {
   std::string name = cell.policy + " seed=" + std::to_string(cell.seed);
-  if (!cell.fault.empty()) name += " fault=" + cell.fault;
-  if (!cell.sampler.empty()) name += " sampler=" + cell.sampler;
-  if (cell.steps != 0) name += " steps=" + std::to_string(cell.steps);
-  if (cell.guidance != 0) name += " guidance=" + NumberText(cell.guidance);
+  for (const auto& [field, text] : VariantFields(cell)) name += " " + field + "=" + text;
   return name;
 }
 

@@ -76,6 +76,9 @@ StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& device, 
     std::fprintf(stderr, "framegate: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);
   }
+  // The parent sets the group too, so that a kill right after the fork finds it (the
+  // child's own setpgid may not have run yet; EACCES once it has exec'd is harmless).
+  setpgid(pid, pid);
   return pid;
 }
 
@@ -92,6 +95,7 @@ struct OutputFile {
 // Kills `pid`'s process group and reaps it; the wait status.
 int KillAndReap(pid_t pid) {
   kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);  // the group may not exist yet when the child has not run setpgid
   int status = 0;
   waitpid(pid, &status, 0);
   return status;
