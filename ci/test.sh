@@ -30,6 +30,7 @@ stage install bash ci/install-deps.sh --with-extras
 stage build bash ci/build.sh
 stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
 stage cuda-compile bash ci/cuda_compile_check.sh
+stage libtorch2 bash ci/libtorch2.sh
 if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
   stage sanitizers bash ci/sanitizers.sh
   stage fuzz bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"
