@@ -32,6 +32,11 @@ stage format bash ci/format_check.sh
 stage build bash ci/build.sh
 stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
 stage cuda-compile bash ci/cuda_compile_check.sh
+# LibTorch 2.6 in a Debian 13 chroot (ci/libtorch2.sh): opt-in until its run on the
+# merged tree is measured inside CI's time (FRAMEGATE_LIBTORCH2=1 bash ci/test.sh).
+if [[ "${FRAMEGATE_LIBTORCH2:-0}" == 1 ]]; then
+  stage libtorch2 bash ci/libtorch2.sh
+fi
 if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
   stage sanitizers bash ci/sanitizers.sh
   stage fuzz bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"

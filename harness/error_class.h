@@ -1,7 +1,10 @@
 // The one place that maps an exception from a pipeline (c10::Error text) to a failure
 // class. Order matters: the first rule that matches wins.
 //   dtype_mismatch  "mat1 and mat2 must have the same dtype", "Input type (...) and weight
-//                   type (...) should be the same", "expected scalar type X but found Y"
+//                   type (...) should be the same", "expected scalar type X but found Y";
+//                   LibTorch 2.x's "expected m1 and m2 to have the same dtype, but got:
+//                   ...", "Expected query, key, and value to have the same dtype", "Input
+//                   type (float) and bias type (c10::BFloat16) should be the same"
 //   fp8_promotion   "Promotion for Float8 Types is not supported"
 //   unsupported_op  "\"addmm_impl_cpu_\" not implemented for 'Half'", "no kernel", ...
 //   out_of_memory   "out of memory", "can't allocate memory", "bad_alloc"

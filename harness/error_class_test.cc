@@ -28,6 +28,36 @@ TEST(ErrorClassTest, ClassifiesTheFieldReportMessages) {
   EXPECT_EQ(ClassifyError("something else entirely").cls, ErrorClass::kOther);
 }
 
+// The dtype errors as each LibTorch version words them (fp32 input, bf16 weight: mm,
+// linear, linear with a bias, conv3d with a bias, SDPA; texts copied from Debian's 1.13
+// and 2.6), whichever version this test runs on.
+TEST(ErrorClassTest, DtypeMismatchInTheWordsOfLibTorch113And26) {
+  const char* libtorch_1_13[] = {
+      "expected scalar type Float but found BFloat16",
+      "mat1 and mat2 must have the same dtype",
+  };
+  const char* libtorch_2_6[] = {
+      "expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16",
+      "Expected query, key, and value to have the same dtype, but got query.dtype: float key.dtype: "
+      "c10::BFloat16 and value.dtype: c10::BFloat16 instead.",
+      "Input type (float) and bias type (c10::BFloat16) should be the same",
+      "mat1 and mat2 must have the same dtype, but got Float and BFloat16",
+  };
+  for (const char* message : libtorch_1_13) {
+    EXPECT_EQ(ClassifyError(message).cls, ErrorClass::kDtypeMismatch) << message;
+  }
+  for (const char* message : libtorch_2_6) {
+    EXPECT_EQ(ClassifyError(message).cls, ErrorClass::kDtypeMismatch) << message;
+  }
+  const ClassifiedError e = ClassifyError(
+      "expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16\n"
+      "Exception raised from addmm_impl_cpu_ at ...",
+      "denoiser.embed.time_mlp.0", "aten::linear");
+  EXPECT_EQ(e.Reason(),
+            "dtype_mismatch: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16 "
+            "(in denoiser.embed.time_mlp.0, aten::linear)");
+}
+
 TEST(ErrorClassTest, ReadsTheRealMessageAndLocationOfATorchScriptTraceback) {
   const std::string what =
       "The following operation failed in the TorchScript interpreter.\n"

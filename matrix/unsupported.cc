@@ -1,7 +1,6 @@
 #include "matrix/unsupported.h"
 
-#include <torch/version.h>
-
+#include "harness/torch_version.h"
 #include "matrix/device_discovery.h"
 #include "pipelines/dtype_policy.h"
 
@@ -76,7 +75,7 @@ StatusOr<std::string> UnsupportedReason(const Cell& cell, const std::vector<Devi
     const std::string unmet = UnmetRequirement(requirement, *device);
     if (!unmet.empty()) return unmet;
   }
-  if (!IsGpu(*device) && policy->compute == c10::kHalf) {
+  if (!kCpuHasFp16Compute && !IsGpu(*device) && policy->compute == c10::kHalf) {
     return "policy " + cell.policy +
            " computes in fp16: LibTorch " TORCH_VERSION
            " has no FP16 convolution/matmul on the CPU (fp16-emulated is the CPU's stand-in)";

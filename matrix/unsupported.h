@@ -8,11 +8,12 @@
 //        cuda  the cell runs on a GPU (cuda:N)
 //        bf16  native BF16 arithmetic: a CPU with avx512_bf16 or amx_bf16, a GPU with
 //              compute capability >= 8.0
-//        fp16  native FP16 compute: a GPU (capability >= 5.3); never the CPU (see 3.)
+//        fp16  native FP16 compute: a GPU (capability >= 5.3); never the CPU
 //        tf32  a GPU with capability >= 8.0
 //        fp8   a GPU with FP8 tensor cores: capability >= 8.9
-//   3. its policy computes in FP16 on the CPU: LibTorch (1.13) has no FP16
-//      convolution/matmul on the CPU (the fp16-emulated policy is the CPU's stand-in).
+//   3. its policy computes in FP16 on the CPU and LibTorch has no FP16 convolution/matmul
+//      there (before 2.2: harness/torch_version.h; the fp16-emulated policy is the CPU's
+//      stand-in). From 2.2 on such a cell runs and is judged by its tolerance.
 #pragma once
 
 #include <string>

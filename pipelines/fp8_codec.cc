@@ -1,18 +1,11 @@
 #include "pipelines/fp8_codec.h"
 
-#include <torch/version.h>
-
 #include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-// LibTorch >= 2.1 has Float8_e4m3fn and Float8_e5m2 in c10::ScalarType.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
-#define FRAMEGATE_HAS_NATIVE_FP8 1
-#else
-#define FRAMEGATE_HAS_NATIVE_FP8 0
-#endif
+#include "harness/torch_version.h"
 
 namespace framegate {
 namespace {
@@ -198,7 +191,7 @@ at::Tensor DecodeFp8Tensor(const at::Tensor& codes, Fp8Format format, at::Scalar
 }
 
 std::optional<at::ScalarType> NativeFp8Dtype(Fp8Format format) {
-#if FRAMEGATE_HAS_NATIVE_FP8
+#if FRAMEGATE_TORCH_AT_LEAST(2, 1)  // kHasNativeFloat8
   return format == Fp8Format::kE4M3 ? at::ScalarType::Float8_e4m3fn : at::ScalarType::Float8_e5m2;
 #else
   (void)format;

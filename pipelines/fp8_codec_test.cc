@@ -1,13 +1,14 @@
 #include "pipelines/fp8_codec.h"
 
 #include <gtest/gtest.h>
-#include <torch/version.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "harness/torch_version.h"
 
 namespace framegate {
 namespace {
@@ -304,7 +305,7 @@ TEST(Fp8Format, NamesParseAndNativeDtype) {
   EXPECT_EQ(ParseFp8Format("E4M3"), std::nullopt);
   EXPECT_EQ(ParseFp8Format("fp8"), std::nullopt);
   EXPECT_EQ(ParseFp8Format(""), std::nullopt);
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if FRAMEGATE_TORCH_AT_LEAST(2, 1)  // kHasNativeFloat8
   EXPECT_EQ(NativeFp8Dtype(Fp8Format::kE4M3), at::ScalarType::Float8_e4m3fn);
   EXPECT_EQ(NativeFp8Dtype(Fp8Format::kE5M2), at::ScalarType::Float8_e5m2);
 #else

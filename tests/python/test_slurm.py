@@ -169,8 +169,8 @@ def shard_run_ids(out, shards):
     return ids
 
 
-# Six tiny CPU cells, one thread each: passing cells, an UNSUPPORTED one (fp16 on the CPU),
-# an XFAIL (F1 declared) and a real failure (F2 not declared: NONFINITE/BROKEN_FRAMES), so
+# Six tiny CPU cells, one thread each: passing cells, fp16 (UNSUPPORTED where LibTorch has
+# no FP16 kernels on the CPU, before 2.2), an XFAIL (F1 declared) and a real failure (F2 not declared: NONFINITE/BROKEN_FRAMES), so
 # the gate must say 1 and the statuses compared are not all PASS.
 TINY_MATRIX = """
 name = "slurm-test"
@@ -205,7 +205,7 @@ def test_four_shard_array_merges_to_the_statuses_of_a_single_process_run(slurm, 
     assert single.returncode == 1, single.stdout + single.stderr
     assert fleet.returncode == 1, fleet.stdout + fleet.stderr
     expected = statuses(tmp_path / "single.db")
-    assert len(expected) == 6 and {"PASS", "UNSUPPORTED", "XFAIL"} <= set(expected.values())
+    assert len(expected) == 6 and {"PASS", "XFAIL"} <= set(expected.values())
     # The shards partition the matrix: each cell ran in exactly one shard.
     runs = shard_run_ids(out, 4)
     assert all(len(ids) == 1 for ids in runs.values())
