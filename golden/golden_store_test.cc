@@ -99,5 +99,15 @@ TEST(GoldenKeyTest, FileNamesArePathSafeAndDifferPerConfig) {
   EXPECT_NE(other.FileName(), key.FileName());
 }
 
+// The hint an UNRESOLVED cell prints is pasted into a shell: a folder with spaces or
+// `$(...)` stays one literal word.
+TEST_F(GoldenStoreTest, MakeCommandIsShellQuoted) {
+  PipelineSpec spec = spec_;
+  spec.model_dir = "/models/my model $(touch PWNED)";
+  EXPECT_EQ(GoldenMakeCommand(spec, "/golden dir"),
+            "framegate golden make --model '/models/my model $(touch PWNED)' --seed 0 --sampler ddim --steps "
+            "2 --guidance 1 --golden-dir '/golden dir'");
+}
+
 }  // namespace
 }  // namespace framegate
