@@ -3,7 +3,7 @@
 // executable, which links no LibTorch, may include it).
 //
 // Verified on LibTorch 1.13 (Debian 12) and 2.6 (Debian 13, ci/libtorch2.sh); the
-// boundaries between are LibTorch's release notes, not measured here.
+// boundaries between (2.1, 2.2) are not measured here.
 #pragma once
 
 #include <torch/version.h>

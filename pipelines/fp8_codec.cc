@@ -199,4 +199,16 @@ std::optional<at::ScalarType> NativeFp8Dtype(Fp8Format format) {
 #endif
 }
 
+void UseFp8WithoutUpcast(const at::Tensor& codes, Fp8Format format, at::ScalarType compute,
+                         const std::string& weight) {
+#if FRAMEGATE_TORCH_AT_LEAST(2, 1)  // kHasNativeFloat8
+  // Both operands have dimensions, so type promotion runs (a 0-dim float would not promote).
+  const at::Tensor native = codes.view(*NativeFp8Dtype(format));
+  at::add(native, at::zeros(native.sizes(), native.options().dtype(compute)));
+#endif
+  TORCH_CHECK(false, "Promotion for Float8 Types is not supported, attempted to promote ",
+              format == Fp8Format::kE4M3 ? "Float8_e4m3fn" : "Float8_e5m2", " and ", c10::toString(compute),
+              " (weight ", weight, ")");
+}
+
 }  // namespace framegate

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace framegate {
@@ -72,5 +73,13 @@ at::Tensor Fp8DecodeTableTensor(Fp8Format format, at::ScalarType dtype, at::Devi
 // the codes here are bit-compatible with it: codes.view(dtype)), or nullopt where LibTorch
 // has none (1.13 here).
 std::optional<at::ScalarType> NativeFp8Dtype(Fp8Format format);
+
+// Uses FP8 `codes` in `compute` arithmetic without the upcast, as a model that forgot it
+// does (fault F5), and so always throws c10::Error. Where LibTorch has float8 dtypes the
+// codes are viewed as one and added to a `compute` tensor: LibTorch raises its own
+// "Promotion for Float8 Types is not supported, attempted to promote Float8_e4m3fn and
+// BFloat16". Before (1.13) framegate raises that text itself, naming `weight`.
+[[noreturn]] void UseFp8WithoutUpcast(const at::Tensor& codes, Fp8Format format, at::ScalarType compute,
+                                      const std::string& weight);
 
 }  // namespace framegate

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/torch_version.h"
@@ -418,6 +419,30 @@ TEST(Fp8Tensor, RejectsWrongDtypes) {
   EXPECT_THROW(DecodeFp8Tensor(at::ones({2}, at::kFloat), Fp8Format::kE4M3, at::kFloat, at::kCPU),
                c10::Error);
   EXPECT_THROW(DecodeFp8Tensor(at::ones({2}, at::kByte), Fp8Format::kE4M3, at::kInt, at::kCPU), c10::Error);
+}
+
+// F5: FP8 codes used in arithmetic without the upcast raise the promotion error; from
+// LibTorch 2.1 on it is LibTorch's own (no weight named), before it is framegate's.
+TEST(Fp8CodecTest, UseWithoutUpcastRaisesThePromotionError) {
+  const at::Tensor codes = EncodeFp8Tensor(at::ones({2, 3}), Fp8Format::kE4M3);
+  for (const auto& [format, name] :
+       {std::pair{Fp8Format::kE4M3, "Float8_e4m3fn"}, std::pair{Fp8Format::kE5M2, "Float8_e5m2"}}) {
+    for (const auto& [compute, compute_name] :
+         {std::pair{at::kFloat, "Float"}, std::pair{at::kBFloat16, "BFloat16"}}) {
+      std::string what;
+      try {
+        UseFp8WithoutUpcast(codes, format, compute, "blocks.0.attn.qkv.weight");
+      } catch (const c10::Error& e) {
+        what = e.what_without_backtrace();
+      }
+      const std::string expected =
+          std::string("Promotion for Float8 Types is not supported, attempted to promote ") + name + " and " +
+          compute_name;
+      EXPECT_EQ(what.rfind(expected, 0), 0u) << what;
+      EXPECT_EQ(what.find("(weight blocks.0.attn.qkv.weight)") != std::string::npos, !kHasNativeFloat8)
+          << what;
+    }
+  }
 }
 
 }  // namespace

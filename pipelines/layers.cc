@@ -14,9 +14,7 @@ at::Tensor ForwardContext::Weight(const std::string& name) const {
   const std::optional<Fp8Format> fp8 = entry.fp8();
   if (!fp8) return entry.stored;
   const c10::ScalarType compute = policy_.ComputeDtypeFor(entry.kind, ModuleOfWeight(name));
-  TORCH_CHECK(fp8_upcast_, "Promotion for Float8 Types is not supported, attempted to promote ",
-              *fp8 == Fp8Format::kE4M3 ? "Float8_e4m3fn" : "Float8_e5m2", " and ", c10::toString(compute),
-              " (weight ", name, ")");
+  if (!fp8_upcast_) UseFp8WithoutUpcast(entry.stored, *fp8, compute, name);
   return DecodeFp8Tensor(entry.stored, *fp8, compute, entry.stored.device());
 }
 
