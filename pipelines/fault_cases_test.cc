@@ -49,6 +49,20 @@ TEST(FaultCaseTest, F4Fp32InputIntoBf16Conv3dRaisesDtypeMismatchInPatchEmbed) {
   EXPECT_EQ(o.error.module, "patch_embed");
 }
 
+// A real FP16 run raises F1 and F4 as bf16 does; the FP16 emulation (float32 compute)
+// knows the dtypes that run would hold and raises them too.
+TEST(FaultCaseTest, F1AndF4RaiseTheirDtypeMismatchUnderFp16Emulation) {
+  const PipelineOutcome f1 = RunTiny("fp16-emulated", FaultCase::kTimeEmbedFp32, 1);
+  ASSERT_EQ(f1.kind, RunEnd::kError);
+  EXPECT_EQ(f1.error.cls, ErrorClass::kDtypeMismatch);
+  EXPECT_EQ(f1.error.module, "time_embed.0");
+  const PipelineOutcome f4 = RunTiny("fp16-emulated", FaultCase::kInputFp32, 1);
+  ASSERT_EQ(f4.kind, RunEnd::kError);
+  EXPECT_EQ(f4.error.cls, ErrorClass::kDtypeMismatch);
+  EXPECT_EQ(f4.error.module, "patch_embed");
+  EXPECT_EQ(RunTiny("fp16-emulated", FaultCase::kNone, 1).kind, RunEnd::kFinished);
+}
+
 TEST(FaultCaseTest, F5Fp8WithoutUpcastIsRefusedAsFp8Promotion) {
   const PipelineOutcome o = RunTiny("fp8e4m3-bf16", FaultCase::kFp8NoUpcast, 1);
   ASSERT_EQ(o.kind, RunEnd::kError);

@@ -14,6 +14,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
@@ -67,10 +68,18 @@ struct NodePlan {
   GraphSite site;
   std::vector<size_t> inputs;   // inputs that get a `before`, ascending
   std::vector<size_t> outputs;  // outputs that get an `after`, ascending
+  // Inputs of other nodes that feed this one (a list's elements, the tensor a dtype is
+  // read from): each gets a `before` of this node's site, reported as `io_index`.
+  struct FeederInput {
+    jit::Node* feeder;
+    size_t input;
+    int io_index;  // kListElementInput or kDtypeSourceInput
+  };
+  std::vector<FeederInput> feeder_inputs;
 
   // Custom-op calls the plan inserts: one slot each.
   size_t SlotCount() const {
-    return inputs.size() + outputs.size() + (site.kind == Kind::kModuleCall ? 2 : 0);
+    return feeder_inputs.size() + inputs.size() + outputs.size() + (site.kind == Kind::kModuleCall ? 2 : 0);
   }
 };
 
@@ -202,6 +211,51 @@ NodePlan PlanModuleCall(jit::Node* call, const jit::Value* self) {
   return plan;
 }
 
+// aten::to and aten::type_as: they return their input when the dtype does not change.
+bool IsDtypeConversion(c10::Symbol kind) {
+  static const c10::Symbol to = c10::Symbol::fromQualString("aten::to");
+  static const c10::Symbol type_as = c10::Symbol::fromQualString("aten::type_as");
+  return kind == to || kind == type_as;
+}
+
+bool IsTensorList(const jit::Value* value) {
+  const auto list = value->type()->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+// Sets site.dtype_argument from the node's argument named "dtype"; a dtype read from a
+// tensor at run time (prim::dtype(v)) gets v hooked.
+void PlanDtypeArgument(const c10::FunctionSchema& schema, NodePlan& plan) {
+  const c10::optional<int> index = schema.argumentIndexWithName("dtype");
+  if (!index || static_cast<size_t>(*index) >= plan.node->inputs().size()) return;
+  jit::Value* dtype = plan.node->input(static_cast<size_t>(*index));
+  jit::Node* producer = dtype->node();
+  if (producer->kind() == c10::prim::Constant) {
+    const c10::optional<c10::IValue> value = jit::toIValue(dtype);
+    if (value && value->isInt()) {
+      plan.site.dtype_argument = GraphSite::DtypeArgument::kConstant;
+      plan.site.dtype_constant = static_cast<c10::ScalarType>(value->toInt());
+    }
+    return;
+  }
+  plan.site.dtype_argument = GraphSite::DtypeArgument::kDynamic;
+  if (producer->kind() == c10::prim::dtype && IsTensor(producer->input(0))) {
+    plan.feeder_inputs.push_back({producer, 0, kDtypeSourceInput});
+  }
+}
+
+// Plans a `before` on each tensor element of the lists (built by prim::ListConstruct)
+// the node consumes.
+void PlanListElements(NodePlan& plan) {
+  for (jit::Value* input : plan.node->inputs()) {
+    if (!IsTensorList(input) || input->node()->kind() != c10::prim::ListConstruct) continue;
+    jit::Node* list = input->node();
+    for (size_t i = 0; i < list->inputs().size(); ++i) {
+      if (IsTensor(list->input(i))) plan.feeder_inputs.push_back({list, i, kListElementInput});
+    }
+  }
+}
+
 // Plans the hooks of an aten op with a floating (or unknown-dtype) tensor input or
 // output; nullopt for other nodes. The plan has no hooks when every tensor aliases.
 c10::optional<NodePlan> PlanOp(jit::Node* node) {
@@ -212,17 +266,20 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
   plan.site.op = node->kind().toQualString();
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (schema == nullptr) return plan;
+  const bool conversion = IsDtypeConversion(node->kind());
   for (size_t i = 0; i < node->inputs().size(); ++i) {
-    if (IsTensor(node->input(i)) && !AliasesOrUnknown(schema->arguments(), i)) {
+    if (IsTensor(node->input(i)) && (!AliasesOrUnknown(schema->arguments(), i) || (conversion && i == 0))) {
       plan.inputs.push_back(i);
     }
   }
   for (size_t i = 0; i < node->outputs().size(); ++i) {
-    if (IsTensor(node->output(i)) && !AliasesOrUnknown(schema->returns(), i)) {
+    if (IsTensor(node->output(i)) && (!AliasesOrUnknown(schema->returns(), i) || (conversion && i == 0))) {
       plan.outputs.push_back(i);
     }
   }
   plan.site.weight_input = WeightInput(node);
+  PlanDtypeArgument(*schema, plan);
+  PlanListElements(plan);
   return plan;
 }
 
@@ -336,6 +393,12 @@ jit::Node* CreateHookCall(c10::Symbol op, jit::Value* tensor, int64_t slot, jit:
 
 void InsertBefores(const NodePlan& plan, int site, SiteTable& table) {
   static const c10::Symbol before = OpSymbol(kBeforeSchema);
+  for (const NodePlan::FeederInput& feeder : plan.feeder_inputs) {
+    const int64_t slot = table.AddSlot(site, feeder.io_index);
+    jit::Node* call = CreateHookCall(before, feeder.feeder->input(feeder.input), slot, feeder.feeder);
+    call->insertBefore(feeder.feeder);
+    feeder.feeder->replaceInput(feeder.input, call->output());
+  }
   for (size_t i : plan.inputs) {
     const int64_t slot = table.AddSlot(site, static_cast<int>(i));
     jit::Node* call = CreateHookCall(before, plan.node->input(i), slot, plan.node);

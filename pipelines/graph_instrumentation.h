@@ -26,7 +26,11 @@
 //
 // Values that alias (views, in-place results: Tensor(a) / Tensor(a!) in the op's schema)
 // get no hook, so a replacing observer cannot detach an in-place write through a view
-// from its base; ops seen only that way are counted in coverage().unobserved_ops. A
+// from its base; ops seen only that way are counted in coverage().unobserved_ops. The
+// exception is a dtype conversion (aten::to, aten::type_as): its input 0 and output 0 are
+// hooked, since it returns its input when the dtype does not change; an observer may
+// replace the output with a new tensor (what a real conversion returns) and must return
+// input 0 unchanged. A
 // submodule call's tensor arguments are always hooked: a callee that writes into its
 // argument in place writes into the replacement when the observer replaces it.
 //
@@ -54,6 +58,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 namespace torch::jit {
 struct Module;
@@ -79,7 +84,22 @@ struct GraphSite {
   // constant in a frozen module): the index of the weight operand among the node's
   // inputs, else -1.
   int weight_input = -1;
+  // kOp only: how the node's argument named "dtype" fixes its output dtype: absent or
+  // None (kNone), a constant (kConstant: `dtype_constant`), or computed at run time
+  // (kDynamic; when it is prim::dtype(v), v is hooked as input kDtypeSourceInput).
+  enum class DtypeArgument { kNone, kConstant, kDynamic };
+  DtypeArgument dtype_argument = DtypeArgument::kNone;
+  c10::ScalarType dtype_constant = c10::ScalarType::Undefined;
 };
+
+// Input indices of `before` calls that are not the node's own inputs:
+//   kListElementInput: a tensor of a list the op consumes (aten::cat's inputs), hooked
+//     where the list is built, in list order;
+//   kDtypeSourceInput: the tensor whose dtype the op's `dtype` argument reads
+//     (x.to(like.dtype)), hooked where the dtype is read.
+// Both come before the op's own inputs; an observer must return them unchanged.
+constexpr int kListElementInput = -2;
+constexpr int kDtypeSourceInput = -3;
 
 // Where the values go. Default implementations pass values through unchanged.
 // An observer may throw: the exception leaves the forward like one raised by an op.

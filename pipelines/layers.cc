@@ -1,10 +1,12 @@
 #include "pipelines/layers.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <ATen/Functions.h>
 #include <c10/util/Exception.h>
 
+#include "pipelines/dtype_propagation.h"
 #include "pipelines/fp8_codec.h"
 
 namespace framegate {
@@ -20,17 +22,36 @@ at::Tensor ForwardContext::Weight(const std::string& name) const {
 
 at::Tensor ForwardContext::Enter(const std::string& module, ModuleKind kind, const at::Tensor& x) const {
   current_module_ = module;
-  at::Tensor in = policy_.IsIsland(kind, module) ? x.to(at::kFloat) : x;
-  if (mismatch_log_ != nullptr) {
-    const WeightEntry* w = weights_.Find(module + ".weight");
-    if (w != nullptr) {
-      const c10::ScalarType weight_dtype =
-          w->fp8() ? policy_.ComputeDtypeFor(w->kind, module) : w->stored.scalar_type();
-      if (weight_dtype != in.scalar_type())
-        mismatch_log_->push_back({module, in.scalar_type(), weight_dtype});
-    }
+  const bool island = policy_.IsIsland(kind, module);
+  at::Tensor in = island ? x.to(at::kFloat) : x;
+  const bool emulated = policy_.emulate_fp16 && !island;
+  if (mismatch_log_ == nullptr && !emulated) return in;
+  const WeightEntry* w = weights_.Find(module + ".weight");
+  if (w == nullptr) return in;
+  // The dtypes of the run the policy stands for (FP16 under emulation).
+  c10::ScalarType weight_dtype =
+      w->fp8() ? policy_.ComputeDtypeFor(w->kind, module) : w->stored.scalar_type();
+  c10::ScalarType input_dtype = in.scalar_type();
+  if (emulated) {
+    if (w->emulated_fp16) weight_dtype = at::kHalf;
+    if (input_dtype == at::kFloat && x.unsafeGetTensorImpl() != float32_value_) input_dtype = at::kHalf;
   }
+  if (weight_dtype == input_dtype) return in;
+  if (mismatch_log_ != nullptr) mismatch_log_->push_back({module, input_dtype, weight_dtype});
+  if (emulated) throw std::runtime_error(EmulatedDtypeErrorText("", input_dtype, weight_dtype));
   return in;
+}
+
+at::Tensor ForwardContext::ToActivation(const at::Tensor& x) const {
+  if (policy_.emulate_fp16 && x.scalar_type() == at::kFloat) return x.to(at::kHalf).to(at::kFloat);
+  return x.to(policy_.compute);
+}
+
+at::Tensor ForwardContext::KeepFloat32(const at::Tensor& x) const {
+  if (!policy_.emulate_fp16) return x.to(at::kFloat);
+  at::Tensor copy = x.clone();
+  float32_value_ = copy.unsafeGetTensorImpl();
+  return copy;
 }
 
 at::Tensor ForwardContext::Output(const std::string& module, ModuleKind kind, at::Tensor y) const {

@@ -45,11 +45,19 @@ class ForwardContext {
   at::Tensor Weight(const std::string& name) const;
   // Module entry: records the module as the current one; an FP32 island casts its input
   // to FP32, other modules take x as is. With a mismatch log, records an input whose
-  // dtype differs from the module's weight.
+  // dtype differs from the module's weight; under FP16 emulation such an input (by the
+  // dtypes a real FP16 run holds) raises a dtype error.
   at::Tensor Enter(const std::string& module, ModuleKind kind, const at::Tensor& x) const;
   // Module exit: an island casts back to the activation dtype; FP16 emulation rounds;
   // the observer sees the result.
   at::Tensor Output(const std::string& module, ModuleKind kind, at::Tensor y) const;
+  // A value the model casts to the activation dtype (x.to(compute), the timestep
+  // sinusoid): under FP16 emulation rounded through FP16, as a real FP16 run holds it.
+  at::Tensor ToActivation(const at::Tensor& x) const;
+  // A value the model keeps in float32 outside any island (fault F4's input): under FP16
+  // emulation a copy that the next Enter knows a real FP16 run holds in float32, so that
+  // a module with FP16 weights raises the dtype error a real run raises.
+  at::Tensor KeepFloat32(const at::Tensor& x) const;
 
   const DtypePolicy& policy() const { return policy_; }
   // How matmul, linear, convolution and the attention products accumulate (the policy's
@@ -78,6 +86,7 @@ class ForwardContext {
   AccumulationEmulation accumulation_;
   std::vector<DtypeMismatch>* mismatch_log_ = nullptr;
   mutable std::string current_module_;
+  mutable const void* float32_value_ = nullptr;  // KeepFloat32's last copy (FP16 emulation)
 };
 
 // y = x W^T + b over the last dim. Weights "<name>.weight" [out, in], "<name>.bias" [out].

@@ -39,7 +39,14 @@ class TorchScriptModel : public VideoModel {
         denoiser_(std::move(denoiser)),
         decoder_(std::move(decoder)),
         observer_(policy, device.is_cpu()),
-        device_(device) {}
+        device_(device) {
+    for (const InstrumentedModule* m : {&denoiser_, &decoder_}) {
+      for (const auto& p : m->module.named_parameters(/*recurse=*/true))
+        observer_.AddParameter(JoinModulePath(m->root, ModuleOfWeight(p.name)), p.value);
+      for (const auto& b : m->module.named_buffers(/*recurse=*/true))
+        observer_.AddParameter(JoinModulePath(m->root, ModuleOfWeight(b.name)), b.value);
+    }
+  }
 
   const LatentGeometry& geometry() const override { return manifest_.latent; }
   c10::Device device() const override { return device_; }
@@ -80,8 +87,12 @@ class TorchScriptModel : public VideoModel {
     m.instrumentation->ResetStack();
     const ScopedPlainGraphExecution plain;
     const GraphInstrumentation::ActiveScope scope(*m.instrumentation, observer_);
+    observer_.BeginForward();
     std::vector<c10::IValue> args;
-    for (const at::Tensor& in : inputs) args.emplace_back(observer_.EnterRoot(m.root, in));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const bool timesteps = &m == &denoiser_ && i == 1;  // t stays float32 (the contract)
+      args.emplace_back(observer_.EnterRoot(m.root, inputs[i], timesteps));
+    }
     const at::Tensor out = m.module.forward(args).toTensor();
     return observer_.LeaveRoot(m.root, out);
   }

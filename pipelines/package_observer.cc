@@ -1,5 +1,7 @@
 #include "pipelines/package_observer.h"
 
+#include <stdexcept>
+
 namespace framegate {
 namespace {
 
@@ -31,24 +33,57 @@ std::string JoinModulePath(const std::string& path, const std::string& callee) {
   return path.empty() ? callee : path + "." + callee;
 }
 
+void PackageObserver::AddParameter(const std::string& module_path, const at::Tensor& value) {
+  if (!policy_.emulate_fp16 || !value.defined() || !value.is_floating_point()) return;
+  would_be_.SetParameter(value, policy_.InFp32Module(module_path) ? at::kFloat : would_be_.reduced());
+}
+
+c10::ScalarType PackageObserver::RunDtypeOf(const at::Tensor& value) const {
+  if (!policy_.emulate_fp16) return value.scalar_type();
+  const c10::ScalarType dtype = would_be_.Of(value);
+  return dtype == c10::ScalarType::Undefined ? would_be_.reduced() : dtype;
+}
+
+at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype, bool conversion) {
+  if (!IsFloat32(out)) return out;
+  at::Tensor value = out;
+  if (dtype == at::kHalf) {
+    value = RoundThroughHalf(out);
+  } else if (conversion && would_be_.Of(out) != dtype) {
+    value = out.clone();  // x.float() of an FP16 x: a new float32 tensor, x stays FP16
+  }
+  would_be_.Set(value, dtype);
+  return value;
+}
+
 at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& site, int input_index,
                                    const at::Tensor& value) {
   if (site.kind == GraphSite::Kind::kOp) {
-    if (site.weight_input >= 0 && mismatch_log_ != nullptr) AuditWeightedOp(path, site, input_index, value);
+    if (policy_.emulate_fp16) would_be_.AddInput(site, input_index, value);
+    if (input_index < 0) return value;  // a list element or a dtype source
+    if (site.weight_input >= 0 && (mismatch_log_ != nullptr || policy_.emulate_fp16) && value.defined() &&
+        value.is_floating_point()) {
+      AuditWeightedOp(path, site, input_index, RunDtypeOf(value));
+    }
     if (!accumulation_.active() || input_index > 2) return value;
     const MatmulKind kind = KindOf(site.op);
     if (kind == MatmulKind::kNone) return value;
     const at::Tensor in = accumulation_.tf32_inputs && input_index < 2 ? RoundToTf32(value) : value;
     if (kind != MatmulKind::kConvolution) {
-      if (matmul_.site != &site) matmul_ = MatmulOperands{&site};
+      if (matmul_.site != &site) matmul_ = MatmulOperands{&site, {}};
       matmul_.operands[input_index] = in;
     }
     return in;
   }
   // A call into an island from outside it: its inputs enter in float32.
   const std::string callee = JoinModulePath(path, site.callee);
-  if (IsReducedFloat(value) && policy_.InFp32Module(callee) && !policy_.InFp32Module(path))
-    return value.to(at::kFloat);
+  if (!policy_.InFp32Module(callee) || policy_.InFp32Module(path)) return value;
+  if (IsReducedFloat(value)) return value.to(at::kFloat);
+  if (policy_.emulate_fp16 && IsFloat32(value) && would_be_.Of(value) != at::kFloat) {
+    at::Tensor in = value.clone();
+    would_be_.Set(in, at::kFloat);
+    return in;
+  }
   return value;
 }
 
@@ -61,11 +96,15 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
     // `path` is the callee's; leaving an island for a caller outside it.
     const std::string caller = path.substr(0, path.size() - site.callee.size() - 1);
     if (!policy_.InFp32Module(caller) && IsFloat32(out)) {
-      out = policy_.emulate_fp16 ? RoundThroughHalf(out) : out.to(policy_.compute);
+      out = policy_.emulate_fp16 ? Emulate(out, would_be_.reduced(), false) : out.to(policy_.compute);
     }
   } else if (site.kind == GraphSite::Kind::kOp) {
     if (matmul_.site == &site) out = EmulateAccumulation(path, site, out);
-    if (policy_.emulate_fp16 && !in_island && IsFloat32(out)) out = RoundThroughHalf(out);
+    if (policy_.emulate_fp16 && out.defined() && out.is_floating_point()) {
+      const c10::ScalarType would_be = would_be_.OutputDtype(site);
+      const c10::ScalarType dtype = in_island && would_be == would_be_.reduced() ? at::kFloat : would_be;
+      out = Emulate(out, dtype, site.op == "aten::to" || site.op == "aten::type_as");
+    }
   }
   if (observer_ && out.defined() && out.is_floating_point()) {
     const char* op = site.kind == GraphSite::Kind::kOp ? site.op.c_str() : "";
@@ -92,30 +131,34 @@ at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const G
   return emulated.sizes() == value.sizes() ? emulated.to(value.scalar_type()) : value;
 }
 
-at::Tensor PackageObserver::EnterRoot(const std::string& root, const at::Tensor& value) const {
-  return IsReducedFloat(value) && policy_.InFp32Module(root) ? value.to(at::kFloat) : value;
+at::Tensor PackageObserver::EnterRoot(const std::string& root, const at::Tensor& value, bool float32_input) {
+  const bool island = policy_.InFp32Module(root);
+  if (policy_.emulate_fp16 && IsFloat32(value)) {
+    would_be_.Set(value, island || float32_input ? at::kFloat : would_be_.reduced());
+  }
+  return IsReducedFloat(value) && island ? value.to(at::kFloat) : value;
 }
 
-at::Tensor PackageObserver::LeaveRoot(const std::string& root, const at::Tensor& value) const {
+at::Tensor PackageObserver::LeaveRoot(const std::string& root, const at::Tensor& value) {
   if (!IsFloat32(value) || !policy_.InFp32Module(root)) return value;
-  return policy_.emulate_fp16 ? RoundThroughHalf(value) : value.to(policy_.compute);
+  return policy_.emulate_fp16 ? Emulate(value, would_be_.reduced(), false) : value.to(policy_.compute);
 }
 
 void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
-                                      const at::Tensor& value) {
+                                      c10::ScalarType dtype) {
   if (input_index > 1) return;  // the two operands come first (a bias is not one)
   if (pending_.site != &site) pending_ = PendingOp{&site};
-  if (!value.defined() || !value.is_floating_point()) return;
   if (input_index == site.weight_input) {
-    pending_.weight = value.scalar_type();
+    pending_.weight = dtype;
   } else if (pending_.input == c10::ScalarType::Undefined) {
-    pending_.input = value.scalar_type();  // the first operand that is not the weight
+    pending_.input = dtype;  // the first operand that is not the weight
   }
   if (pending_.input == c10::ScalarType::Undefined || pending_.weight == c10::ScalarType::Undefined) return;
-  if (pending_.input != pending_.weight) {
-    mismatch_log_->push_back({path + " (" + site.op + ")", pending_.input, pending_.weight});
-  }
+  const PendingOp op = pending_;
   pending_ = PendingOp{};
+  if (op.input == op.weight) return;
+  if (mismatch_log_ != nullptr) mismatch_log_->push_back({path + " (" + site.op + ")", op.input, op.weight});
+  if (policy_.emulate_fp16) throw std::runtime_error(EmulatedDtypeErrorText(site.op, op.input, op.weight));
 }
 
 }  // namespace framegate

@@ -3,10 +3,16 @@
 // reference model gets:
 //   - FP32 islands by module path (DtypePolicy::fp32_modules): at the boundary of an
 //     island the inputs are cast to float32 and the outputs back to the compute dtype;
-//   - FP16 emulation (DtypePolicy::emulate_fp16): every float32 op output outside an
-//     island is rounded through float16 (overflow to Inf, underflow to 0, 10-bit mantissa).
-//     Not emulated: the accumulation order and width inside an op (matmul, conv, sums and
-//     softmax accumulate in float32 as the CPU kernels do);
+//   - FP16 emulation (DtypePolicy::emulate_fp16) by dtype propagation
+//     (pipelines/dtype_propagation.h): an op output outside an island is rounded through
+//     float16 (overflow to Inf, underflow to 0, 10-bit mantissa) exactly when a real FP16
+//     run would hold it in FP16; values the model keeps in float32 (a sinusoid from
+//     t.float() and arange) stay exact. A weighted op whose input would be float32 and
+//     weight FP16 (or the reverse) raises the dtype error a real run raises. Not emulated:
+//     the accumulation order and width inside an op (matmul, conv, sums and softmax
+//     accumulate in float32 as the CPU kernels do), the rounding of in-place results, and
+//     a dtype the model reads at run time from a tensor it did not receive (x.dtype of a
+//     value built inside: float32 here, so the propagation falls back to FP16);
 //   - accumulation emulation on the CPU (pipelines/accumulation_emulation.h): TF32 inputs
 //     of linear, matmul, mm, bmm and the convolutions; a reduced-precision running sum for
 //     linear, matmul, mm and bmm (recomputed from the op's inputs; other ops, such as
@@ -23,6 +29,7 @@
 
 #include "pipelines/accumulation_emulation.h"
 #include "pipelines/dtype_policy.h"
+#include "pipelines/dtype_propagation.h"
 #include "pipelines/graph_instrumentation.h"
 #include "pipelines/layers.h"
 
@@ -32,6 +39,12 @@ class PackageObserver : public GraphObserver {
  public:
   PackageObserver(DtypePolicy policy, bool on_cpu)
       : policy_(std::move(policy)), accumulation_(AccumulationOf(policy_, on_cpu)) {}
+
+  // A parameter or buffer of module `module_path` (after the policy placed it): its
+  // would-be dtype for the FP16 emulation.
+  void AddParameter(const std::string& module_path, const at::Tensor& value);
+  // Before each forward of a root module: forgets the last forward's values.
+  void BeginForward() { would_be_.ClearActivations(); }
 
   void set_step(int step) { step_ = step; }
   void set_observer(ModuleObserver observer) { observer_ = std::move(observer); }
@@ -46,8 +59,9 @@ class PackageObserver : public GraphObserver {
 
   // The casts at the boundary of a whole module ("denoiser", "decoder") when it is an
   // island itself: to float32 on the way in, back to the compute dtype on the way out.
-  at::Tensor EnterRoot(const std::string& root, const at::Tensor& value) const;
-  at::Tensor LeaveRoot(const std::string& root, const at::Tensor& value) const;
+  // `float32_input`: the contract keeps this input float32 (the denoiser's timesteps).
+  at::Tensor EnterRoot(const std::string& root, const at::Tensor& value, bool float32_input);
+  at::Tensor LeaveRoot(const std::string& root, const at::Tensor& value);
 
  private:
   // The dtype audit's half-seen weighted op: the input's dtype waits for the weight's.
@@ -57,7 +71,13 @@ class PackageObserver : public GraphObserver {
     c10::ScalarType weight = c10::ScalarType::Undefined;
   };
   void AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
-                       const at::Tensor& value);
+                       c10::ScalarType dtype);
+  // The dtype `value` has in the run this one stands for: its would-be dtype under FP16
+  // emulation, else its own.
+  c10::ScalarType RunDtypeOf(const at::Tensor& value) const;
+  // Under FP16 emulation: `out` as the value a real run holds after a node whose output
+  // would be `dtype` (rounded through FP16, or a copy kept exact), recorded as that.
+  at::Tensor Emulate(const at::Tensor& out, c10::ScalarType dtype, bool conversion);
 
   // The operands of the matmul-like op that is running, for its emulated recomputation.
   struct MatmulOperands {
@@ -73,6 +93,7 @@ class PackageObserver : public GraphObserver {
   ModuleObserver observer_;
   std::vector<DtypeMismatch>* mismatch_log_ = nullptr;
   PendingOp pending_;
+  DtypePropagation would_be_;  // used under emulate_fp16 only
 };
 
 // "denoiser.blocks.1" + "ff" -> "denoiser.blocks.1.ff"; "" callee -> path.

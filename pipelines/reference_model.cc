@@ -225,7 +225,7 @@ at::Tensor ReferenceModel::DenoiserBlock(const std::string& name, const at::Tens
   tokens = tokens.reshape({b, t, s, hid}).permute({0, 2, 1, 3}).reshape({b * s, t, hid});
   at::Tensor frame_pos = SinusoidalEmbedding(
       at::arange(t, at::TensorOptions().dtype(at::kFloat).device(h.device())), hid);  // [T, H]
-  normed = LayerNorm(ctx, name + ".temporal_attn.norm", tokens) + frame_pos.to(tokens.dtype());
+  normed = LayerNorm(ctx, name + ".temporal_attn.norm", tokens) + ctx.ToActivation(frame_pos);
   tokens = tokens + Attention(ctx, name + ".temporal_attn", normed, normed, size_.heads);
   tokens = ctx.Output(name + ".temporal_attn", ModuleKind::kOther, tokens);
 
@@ -250,10 +250,10 @@ at::Tensor ReferenceModel::PredictNoise(const at::Tensor& x, const at::Tensor& t
   const int64_t p = size_.patch, b = x.size(0), c = x.size(1), frames = x.size(2), lh = x.size(3),
                 lw = x.size(4);
   // [B, C, T, h, w] -> [B, H, T, h', w']; fault F4 feeds the projection FP32 input.
-  const at::Tensor x_in = fault_ == FaultCase::kInputFp32 ? x.to(at::kFloat) : x;
+  const at::Tensor x_in = fault_ == FaultCase::kInputFp32 ? ctx.KeepFloat32(x) : x;
   at::Tensor h = Conv3d(ctx, "patch_embed", ModuleKind::kOther, x_in, {1, p, p});
   // t [B] -> sinusoidal [B, H] -> temb [B, H]
-  at::Tensor temb = SinusoidalEmbedding(t, size_.hidden).to(x.dtype());
+  at::Tensor temb = ctx.ToActivation(SinusoidalEmbedding(t, size_.hidden));
   temb = Linear(ctx, "time_embed.0", ModuleKind::kTimeEmbed, temb);
   temb = Linear(ctx, "time_embed.2", ModuleKind::kTimeEmbed, at::silu(temb));
   for (int64_t i = 0; i < size_.depth; ++i) {

@@ -34,6 +34,7 @@ Status WeightStore::Place(const DtypePolicy& model_policy, c10::Device device) {
     switch (storage) {
       case WeightStorage::kFloat32:
         if (policy.emulate_fp16 && !island) t = t.to(at::kHalf).to(at::kFloat);
+        entry.emulated_fp16 = policy.emulate_fp16 && !island;
         break;
       case WeightStorage::kFloat64:
         t = t.to(at::kDouble);
@@ -90,7 +91,9 @@ std::optional<Fp8Format> WeightEntry::fp8() const {
 WeightEntry& WeightStore::Mutable(const std::string& name) { return entries_[index_.at(name)]; }
 
 void WeightStore::OverrideStored(const std::string& name, at::Tensor stored) {
-  Mutable(name).stored = std::move(stored);
+  WeightEntry& entry = Mutable(name);
+  entry.stored = std::move(stored);
+  entry.emulated_fp16 = false;  // the override's own dtype holds
 }
 
 int64_t WeightStore::NumParameters() const {

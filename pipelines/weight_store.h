@@ -23,6 +23,8 @@ struct WeightEntry {
   at::Tensor master;  // FP32, CPU
   at::Tensor stored;  // on the device, in the policy's storage form (after Place)
   WeightStorage storage = WeightStorage::kFloat32;
+  // Rounded through FP16 by Place under FP16 emulation: it stands for an FP16 weight.
+  bool emulated_fp16 = false;
   // The FP8 format of `stored` codes (uint8) when storage is kFp8E4M3/kFp8E5M2.
   std::optional<Fp8Format> fp8() const;
 };

@@ -1,0 +1,123 @@
+// Tests of PackageObserver's FP16 emulation by dtype propagation, on TorchScript modules
+// compiled in C++ with define(). Weights are float32 tensors the observer is told would
+// be FP16 (AddParameter), as LoadModelPackage does after placing them.
+#include "pipelines/package_observer.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+namespace framegate {
+namespace {
+
+namespace jit = torch::jit;
+
+at::Tensor RoundHalf(const at::Tensor& t) { return t.to(at::kHalf).to(at::kFloat); }
+
+DtypePolicy EmulatedFp16() {
+  DtypePolicy policy;
+  policy.name = "fp16-emulated";
+  policy.emulate_fp16 = true;
+  return policy;
+}
+
+// A module "m" with a (4, 8) weight `w` (FP16-representable values), instrumented.
+struct Emulated {
+  jit::Module module{"M"};
+  std::unique_ptr<GraphInstrumentation> instrumentation;
+  PackageObserver observer{EmulatedFp16(), /*on_cpu=*/true};
+  at::Tensor weight = RoundHalf(torch::randn({4, 8}));
+
+  explicit Emulated(const std::string& source) {
+    module.register_parameter("w", weight, /*is_buffer=*/false);
+    module.define(source);
+    instrumentation = GraphInstrumentation::Instrument(module, "m");
+    observer.AddParameter("m", weight);
+  }
+
+  // forward(inputs...) as TorchScriptModel runs it; `float32_input` marks the inputs the
+  // caller keeps in float32 (by index).
+  at::Tensor Forward(const std::vector<at::Tensor>& inputs, int float32_input = -1) {
+    const ScopedPlainGraphExecution plain;
+    const torch::NoGradGuard no_grad;
+    const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+    observer.BeginForward();
+    std::vector<c10::IValue> args;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      args.emplace_back(observer.EnterRoot("m", inputs[i], static_cast<int>(i) == float32_input));
+    return observer.LeaveRoot("m", module.forward(args).toTensor());
+  }
+};
+
+// The timestep sinusoid a real FP16 model builds in float32 (t.float(), arange) stays
+// exact; it is rounded where the model casts it to the activations' dtype.
+TEST(PackageObserverTest, Fp16EmulationKeepsFloat32OnlyValuesExact) {
+  Emulated m(R"JIT(
+def forward(self, t, like):
+    # dtype=6: float32 (define() resolves no torch.float32)
+    index = torch.arange(4, dtype=6).to(t)
+    freqs = torch.exp(index * -2.302585)
+    args = t.float()[:, None] * freqs[None, :]
+    emb = torch.cat([torch.cos(args), torch.sin(args)], dim=1)
+    return emb + 0.0 * like.sum()
+)JIT");
+  const at::Tensor t = torch::full({1}, 999.0);
+  const at::Tensor like = torch::ones({1, 8});
+  const at::Tensor freqs = torch::exp(torch::arange(4, torch::kFloat) * -2.302585);
+  const at::Tensor args = t.index({torch::indexing::Slice(), torch::indexing::None}) * freqs.unsqueeze(0);
+  const at::Tensor exact = torch::cat({torch::cos(args), torch::sin(args)}, 1);
+  // emb is float32 (from t), + an FP16 0-dim sum: float32, exact.
+  EXPECT_TRUE(torch::equal(m.Forward({t, like}, /*float32_input=*/0), exact));
+}
+
+TEST(PackageObserverTest, Fp16EmulationRoundsWhereTheModelCastsToTheActivationDtype) {
+  Emulated m(R"JIT(
+def forward(self, t, x):
+    args = t.float()[:, None] * torch.arange(8, dtype=6)[None, :] * 0.001
+    emb = torch.sin(args)
+    return torch.linear(emb.type_as(x) + emb.to(x.dtype), self.w)
+)JIT");
+  const at::Tensor t = torch::full({1}, 999.0);
+  const at::Tensor x = torch::ones({1, 8});
+  const at::Tensor emb = torch::sin(t.unsqueeze(1) * torch::arange(8, torch::kFloat).unsqueeze(0) * 0.001);
+  const at::Tensor expected = RoundHalf(torch::linear(RoundHalf(RoundHalf(emb) + RoundHalf(emb)), m.weight));
+  EXPECT_TRUE(torch::equal(m.Forward({t, x}, 0), expected));
+}
+
+// A float32 value into a weighted op with FP16 weights: a real FP16 run raises a dtype
+// error there, and so does the emulation (it used to compute it in float32).
+TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToAnFp16Weight) {
+  Emulated m(R"JIT(
+def forward(self, t, x):
+    emb = torch.sin(t.float()[:, None] * torch.ones(8))
+    return torch.linear(emb, self.w) + x.sum()
+)JIT");
+  try {
+    m.Forward({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
+    FAIL() << "no dtype error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("mat1 and mat2 must have the same dtype"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(m.instrumentation->current_path(), "m");
+    EXPECT_EQ(m.instrumentation->last_op(), "aten::linear");
+  }
+}
+
+// x.float() of an FP16 activation is a new float32 tensor: x itself stays FP16.
+TEST(PackageObserverTest, Fp16EmulationFloatOfAnActivationLeavesTheActivationFp16) {
+  Emulated m(R"JIT(
+def forward(self, x):
+    y = x * 1.0001
+    z = y.float() * 3.0001
+    return (y * 3.0001) - z
+)JIT");
+  const at::Tensor x = RoundHalf(torch::randn({2, 8}));
+  const at::Tensor y = RoundHalf(x * 1.0001);
+  const at::Tensor expected = RoundHalf(y * 3.0001) - y * 3.0001;  // FP16 - float32: float32
+  EXPECT_TRUE(torch::equal(m.Forward({x}), expected));
+}
+
+}  // namespace
+}  // namespace framegate
