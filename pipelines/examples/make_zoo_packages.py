@@ -32,7 +32,7 @@ import math
 import os
 import sys
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
@@ -65,10 +65,6 @@ class Design:
     sampler: Tuple[str, int, float]            # kind, steps, guidance
     denoiser: Callable[..., nn.Module]
     decoder: Callable[..., nn.Module]
-
-
-def _geo(d: Design) -> Tuple[int, int, int, int]:
-    return d.latent
 
 
 DESIGNS: Dict[str, Design] = {d.name: d for d in [
