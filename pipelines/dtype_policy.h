@@ -36,8 +36,10 @@ struct DtypePolicy {
   // The preset a policy defined in a file starts from (`based_on`); its tolerance
   // profile judges the policy. "" for a preset.
   std::string based_on;
-  // FP32 compute with every module output rounded through FP16, so that FP16 overflow
-  // (Inf) and underflow show on a CPU that has no FP16 kernels.
+  // FP32 compute standing for a real FP16 run: every value that run would hold in FP16
+  // is rounded through FP16 (so that FP16 overflow and underflow show on a CPU that has
+  // no FP16 kernels), values it would keep in float32 stay exact, and a weighted op whose
+  // operands would differ in dtype raises its dtype error (pipelines/dtype_propagation.h).
   bool emulate_fp16 = false;
   bool allow_tf32 = false;  // TF32 matmul/conv inputs (native on CUDA, emulated on the CPU)
   // Accumulation: on CUDA the real switches; on the CPU emulated
