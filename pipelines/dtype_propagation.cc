@@ -5,11 +5,6 @@
 namespace framegate {
 namespace {
 
-const void* KeyOf(const at::Tensor& value) {
-  return value.has_storage() ? static_cast<const void*>(value.storage().unsafeGetStorageImpl())
-                             : static_cast<const void*>(value.unsafeGetTensorImpl());
-}
-
 c10::ScalarType Promote(c10::ScalarType a, c10::ScalarType b) {
   if (a == c10::ScalarType::Undefined) return b;
   if (b == c10::ScalarType::Undefined) return a;
@@ -23,20 +18,30 @@ bool IsConversionTarget(const GraphSite& site, int input_index) {
 
 }  // namespace
 
+void DtypePropagation::Put(Entries& entries, const at::Tensor& value, c10::ScalarType dtype) {
+  if (!value.defined() || !value.has_storage()) return;
+  const c10::Storage& storage = value.storage();
+  const c10::StorageImpl* key = storage.unsafeGetStorageImpl();
+  entries.erase(key);
+  entries.emplace(key, Entry{storage.getWeakStorageImpl(), dtype});
+}
+
 void DtypePropagation::SetParameter(const at::Tensor& value, c10::ScalarType dtype) {
-  if (value.defined()) parameters_[KeyOf(value)] = dtype;
+  Put(parameters_, value, dtype);
 }
 
 void DtypePropagation::Set(const at::Tensor& value, c10::ScalarType dtype) {
-  if (value.defined()) activations_[KeyOf(value)] = dtype;
+  Put(activations_, value, dtype);
 }
 
 c10::ScalarType DtypePropagation::Lookup(const at::Tensor& value) const {
-  const void* key = KeyOf(value);
-  const auto parameter = parameters_.find(key);
-  if (parameter != parameters_.end()) return parameter->second;
-  const auto activation = activations_.find(key);
-  return activation == activations_.end() ? c10::ScalarType::Undefined : activation->second;
+  if (!value.has_storage()) return c10::ScalarType::Undefined;
+  const c10::StorageImpl* key = value.storage().unsafeGetStorageImpl();
+  for (const Entries* entries : {&parameters_, &activations_}) {
+    const auto found = entries->find(key);
+    if (found != entries->end()) return found->second.dtype;
+  }
+  return c10::ScalarType::Undefined;
 }
 
 c10::ScalarType DtypePropagation::Of(const at::Tensor& value) const {

@@ -3,7 +3,8 @@
 // holds FP16 parameters and activations, and float32 where the model asks for it).
 //
 // Values are known by their storage, so a view (x.view, x[:, None], x.transpose) shares
-// its base's dtype, as in a real run. The rules, PyTorch's:
+// its base's dtype, as in a real run. A copy made by an op that is not hooked (reshape of
+// a non-contiguous tensor) is not known: it is taken to be in the reduced dtype. The rules, PyTorch's:
 //   - parameters and buffers: the reduced dtype, float32 inside an FP32 island;
 //   - an op with a `dtype` argument: that dtype (a constant such as t.float() or
 //     arange(dtype=float32)), or the would-be dtype of the tensor it is read from
@@ -59,9 +60,19 @@ class DtypePropagation {
   };
   c10::ScalarType Lookup(const at::Tensor& value) const;
 
+  // A storage's would-be dtype, with a weak reference that keeps the StorageImpl object
+  // (not its data) allocated, so that no later storage can take its address and inherit
+  // its entry.
+  struct Entry {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    c10::ScalarType dtype;
+  };
+  using Entries = std::unordered_map<const c10::StorageImpl*, Entry>;
+  static void Put(Entries& entries, const at::Tensor& value, c10::ScalarType dtype);
+
   c10::ScalarType reduced_;
-  std::unordered_map<const void*, c10::ScalarType> parameters_;   // by storage
-  std::unordered_map<const void*, c10::ScalarType> activations_;  // by storage
+  Entries parameters_;
+  Entries activations_;
   std::unordered_map<const GraphSite*, PendingOp> pending_;
 };
 
