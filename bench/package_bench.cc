@@ -2,7 +2,9 @@
 // cell's generation (its sampler steps with CFG and the decode) with the modules as
 // torch::jit::load gives them (plain), instrumented with no observer (a healthy cell by
 // default), watching every module and op output for NaN/Inf, with the range probes, and
-// with the range probes plus SQNR against FP32 (which needs the FP32 run: included).
+// with the range probes plus SQNR against FP32 (which needs the FP32 run: included);
+// under fp32, bf16 and fp16-emulated (whose instrumented mode is the FP16 emulation by
+// dtype propagation).
 // Compare medians of one policy measured in the same run (bench/package_table.py,
 // docs/benchmarks.md).
 //   framegate_package_bench --package DIR [--threads N] [benchmark flags]
@@ -114,7 +116,7 @@ int main(int argc, char** argv) {
                                                 {Mode::kWatch, "watch"},
                                                 {Mode::kRanges, "ranges"},
                                                 {Mode::kRangesSqnr, "ranges+sqnr"}};
-  for (const char* policy : {"fp32", "bf16"}) {
+  for (const char* policy : {"fp32", "bf16", "fp16-emulated"}) {
     for (const auto& [mode, name] : modes) {
       benchmark::RegisterBenchmark(("BM_PackageCell/" + std::string(policy) + "/" + name).c_str(),
                                    BM_PackageCell, std::string(policy), mode)

@@ -80,10 +80,41 @@ def test_the_table_lists_eight_clean_designs_seven_defects_and_traced_packages()
             assert row["design"] in clean, name
 
 
-@pytest.mark.parametrize("name", list(TABLE))
-def test_every_package_passes_under_fp32_against_its_golden(zoo, goldens, name):
+def check_all(zoo, goldens, name, policies):
+    r = run("check", "--model", zoo / "packages" / name, "--policy", ",".join(policies), "--golden-dir", goldens,
+            "--json", "-")
+    assert r.returncode in (0, 1), f"{name}: {r.stderr}"
+    return {cell["policy"]: cell for cell in json.loads(r.stdout)["cells"]}
+
+
+# No clean design may fail under any of the five policies (the default bounds come from
+# this population, bench/calibrate_population.py; seed 0 here, seeds 0-4 in the sweep).
+@pytest.mark.parametrize("name", [n for n, row in TABLE.items() if row["clean"]])
+def test_every_clean_design_passes_under_every_policy(zoo, goldens, name):
+    cells = check_all(zoo, goldens, name, POLICIES)
+    failed = {p: c.get("reason") for p, c in cells.items() if c["status"] != "PASS"}
+    assert not failed, f"{name}: {failed}"
+
+
+@pytest.mark.parametrize("name", DEFECTS)
+def test_every_defect_package_passes_under_fp32_against_its_golden(zoo, goldens, name):
     cell = check(zoo, goldens, name, "fp32")
     assert cell["status"] == "PASS", f"{name}: {cell.get('reason')}"
+
+
+# A defect under every policy it affects. A population bound cannot see a defect that
+# costs a model less than the spread between healthy designs (docs/tolerances.md).
+POPULATION_LIMITS = {("drift-before-norm", "fp8e4m3-bf16"):
+                     "FP8 storage noise of healthy designs (unet3d 24.7 dB) sets the floor below this defect's 20.3 dB"}
+AFFECTED = [(n, p) for n in DEFECTS for p in POLICIES if TABLE[n]["expected"][p] != "PASS"]
+
+
+@pytest.mark.parametrize("name,policy", [
+    pytest.param(n, p, marks=pytest.mark.xfail(strict=True, reason=POPULATION_LIMITS[(n, p)]))
+    if (n, p) in POPULATION_LIMITS else (n, p) for n, p in AFFECTED])
+def test_a_planted_defect_gets_its_status_under_every_policy_it_affects(zoo, goldens, name, policy):
+    cell = check(zoo, goldens, name, policy)
+    assert cell["status"] == TABLE[name]["expected"][policy], f"{name} {policy}: {cell.get('reason')}"
 
 
 @pytest.mark.parametrize("name", DEFECTS)
@@ -99,8 +130,6 @@ def test_a_planted_defect_gets_its_status_under_the_first_policy_it_affects(zoo,
         assert inside(cell["error_module"], row["culprit"]), cell["reason"]
 
 
-@pytest.mark.xfail(strict=False, reason="needs the dtype-propagating FP16 emulation (issue 22, item 1): "
-                   "today fp16-emulated computes the float32 table in float32 and raises nothing")
 def test_a_float32_table_into_a_linear_is_a_dtype_error_under_fp16_emulation(zoo, goldens):
     row = TABLE["fp32-into-linear"]
     cell = check(zoo, goldens, "fp32-into-linear", "fp16-emulated")
