@@ -1,8 +1,8 @@
-"""The model zoo (pipelines/examples/make_zoo_packages.py) through the real `framegate` binary:
-every package, clean or not, passes under fp32 against its own golden, and each planted
-defect gets the status its table row expects under the first policy that row says it fails
-(seed 0), with the culprit module named where framegate names one (NONFINITE: the first
-non-finite module; ERROR: the module of the dtype error)."""
+"""The model zoo (pipelines/examples/make_zoo_packages.py) through the real `framegate` binary
+(seed 0): every clean design passes under every policy; every defect package passes under
+fp32 against its own golden and gets the status its table row expects under every policy
+that row says it affects, with the culprit module named where framegate names one
+(NONFINITE: the first non-finite module; ERROR: the module of the dtype error)."""
 import json
 import os
 import pathlib
