@@ -72,6 +72,9 @@ int RunCheck(const CheckOptions& o) {
     const char* status = StatusName(result->status);
     ++counts[status];
     std::fprintf(text, "%-13s %s  %s\n", status, cell.Label().c_str(), Summary(*result).c_str());
+    const size_t fp64_missing = result->observed.find("fp64_error_ratio not measured");  // cell_runner.cc
+    if (fp64_missing != std::string::npos)
+      std::fprintf(text, "              %s\n", result->observed.substr(fp64_missing).c_str());
     if (IsFailure(result->status)) {
       failed = true;
       std::fprintf(text, "              reproduce: %s\n", result->repro.c_str());
