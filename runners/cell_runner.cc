@@ -15,6 +15,7 @@
 #include "harness/memory_info.h"
 #include "harness/npy.h"
 #include "pipelines/model_package.h"
+#include "runners/cell_bound.h"
 
 namespace framegate {
 namespace {
@@ -151,6 +152,10 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   result.policy_used = cell.policy;
   result.repro = CheckCommandFor(cell, options.golden_dir);
   if (golden->golden) result.golden = GoldenStore(options.golden_dir).PathFor(resolved.golden);
+  StatusOr<JudgingBound> bound =
+      JudgingBoundOf(resolved, options.golden_dir, result.golden, options.use_calibration);
+  if (!bound.ok()) return bound.status();
+  result.judged_by = bound->judged_by;
 
   double load_seconds = 0;  // building the model, whichever run built it
   for (int i = 0; i < options.warmup; ++i) {
@@ -189,7 +194,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
 
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
   VerdictInputs in;
-  in.tolerance = &resolved.tolerance;
+  in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
   in.unresolved = golden->unresolved;
   in.first_nonfinite = &result.first_nonfinite;
