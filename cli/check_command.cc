@@ -73,8 +73,9 @@ int RunCheck(const CheckOptions& o) {
     if (!result.ok()) return ReportError(result.status());
     const char* status = StatusName(result->status);
     ++counts[status];
-    std::fprintf(text, "%-13s %s  %s\n", status, cell.Label().c_str(), Summary(*result).c_str());
-    if (result->metrics) std::fprintf(text, "              judged by %s\n", result->judged_by.c_str());
+    const std::string judged = result->metrics ? "; judged by " + result->judged_by : "";
+    std::fprintf(text, "%-13s %s  %s%s\n", status, cell.Label().c_str(), Summary(*result).c_str(),
+                 judged.c_str());
     const size_t fp64_missing = result->observed.find("fp64_error_ratio not measured");  // cell_runner.cc
     if (fp64_missing != std::string::npos)
       std::fprintf(text, "              %s\n", result->observed.substr(fp64_missing).c_str());
