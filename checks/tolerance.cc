@@ -40,44 +40,70 @@ std::string ToleranceViolation::Reason() const {
   return bound.metric + " " + Format(value) + (bound.is_min ? " < " : " > ") + Format(bound.bound);
 }
 
+namespace {
+
+// The [NAME] tables of `profiles` (the value of a [profile] or [tolerance] section).
+StatusOr<std::vector<ToleranceProfile>> ParseProfileTables(const toml::table& profiles,
+                                                           const std::string& source) {
+  const auto where = [&](const toml::node& n) { return TomlPlace(source, n.source()) + ": "; };
+  std::vector<ToleranceProfile> out;
+  for (const auto& [name, table] : profiles) {
+    if (!table.is_table()) return Status::InvalidInput(where(table) + "profile must be a table");
+    ToleranceProfile profile;
+    profile.name = std::string(name.str());
+    for (const BoundKey& k : kBoundKeys) {
+      const toml::node* v = table.as_table()->get(k.key);
+      if (v == nullptr) continue;
+      const std::optional<double> number = v->value<double>();
+      if (!number) {
+        return Status::InvalidInput(where(*v) + "profile '" + profile.name + "': " + k.key +
+                                    " must be a number");
+      }
+      profile.bounds.push_back({k.metric, k.is_min, *number});
+    }
+    for (const auto& [key, v] : *table.as_table()) {
+      bool known = false;
+      for (const BoundKey& k : kBoundKeys) known |= key.str() == k.key;
+      if (!known) {
+        return Status::InvalidInput(where(v) + "profile '" + profile.name + "': unknown key '" +
+                                    std::string(key.str()) + "'");
+      }
+    }
+    out.push_back(std::move(profile));
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<std::vector<ToleranceProfile>> ParseToleranceProfiles(const std::string& text,
                                                                const std::string& source) {
   StatusOr<toml::table> parsed = ParseTomlText(text, source);
   if (!parsed.ok()) return parsed.status();
-  const toml::table& root = *parsed;
-  const auto where = [&](const toml::node& n) { return TomlPlace(source, n.source()) + ": "; };
   std::vector<ToleranceProfile> profiles;
-  for (const auto& [top, node] : root) {
+  for (const auto& [top, node] : *parsed) {
     if (top.str() != "profile" || !node.is_table()) {
-      return Status::InvalidInput(where(node) + "unknown key '" + std::string(top.str()) +
-                                  "' (expected [profile.NAME] tables)");
+      return Status::InvalidInput(TomlPlace(source, node.source()) + ": unknown key '" +
+                                  std::string(top.str()) + "' (expected [profile.NAME] tables)");
     }
-    for (const auto& [name, table] : *node.as_table()) {
-      if (!table.is_table()) return Status::InvalidInput(where(table) + "profile must be a table");
-      ToleranceProfile profile;
-      profile.name = std::string(name.str());
-      for (const BoundKey& k : kBoundKeys) {
-        const toml::node* v = table.as_table()->get(k.key);
-        if (v == nullptr) continue;
-        const std::optional<double> number = v->value<double>();
-        if (!number) {
-          return Status::InvalidInput(where(*v) + "profile '" + profile.name + "': " + k.key +
-                                      " must be a number");
-        }
-        profile.bounds.push_back({k.metric, k.is_min, *number});
-      }
-      for (const auto& [key, v] : *table.as_table()) {
-        bool known = false;
-        for (const BoundKey& k : kBoundKeys) known |= key.str() == k.key;
-        if (!known) {
-          return Status::InvalidInput(where(v) + "profile '" + profile.name + "': unknown key '" +
-                                      std::string(key.str()) + "'");
-        }
-      }
-      profiles.push_back(std::move(profile));
-    }
+    StatusOr<std::vector<ToleranceProfile>> some = ParseProfileTables(*node.as_table(), source);
+    if (!some.ok()) return some.status();
+    profiles.insert(profiles.end(), some->begin(), some->end());
   }
   return profiles;
+}
+
+StatusOr<std::vector<ToleranceProfile>> ParseToleranceSection(const std::string& text,
+                                                              const std::string& source,
+                                                              const std::string& section) {
+  StatusOr<toml::table> parsed = ParseTomlText(text, source);
+  if (!parsed.ok()) return parsed.status();
+  const toml::node* node = parsed->get(section);
+  if (node == nullptr) return std::vector<ToleranceProfile>{};
+  if (!node->is_table())
+    return Status::InvalidInput(TomlPlace(source, node->source()) + ": " + section + " must be a table of [" +
+                                section + ".NAME] tables");
+  return ParseProfileTables(*node->as_table(), source);
 }
 
 const std::vector<ToleranceProfile>& ShippedToleranceProfiles() {

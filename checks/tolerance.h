@@ -45,6 +45,11 @@ struct ToleranceViolation {
 // Errors name `source`, line:column and the problem (unknown key, not a number).
 StatusOr<std::vector<ToleranceProfile>> ParseToleranceProfiles(const std::string& toml_text,
                                                                const std::string& source);
+// The [SECTION.NAME] tables of a TOML text as profiles named NAME, other keys ignored
+// (model.toml's [tolerance.POLICY]); none when there is no SECTION. Errors as above.
+StatusOr<std::vector<ToleranceProfile>> ParseToleranceSection(const std::string& toml_text,
+                                                              const std::string& source,
+                                                              const std::string& section);
 const std::vector<ToleranceProfile>& ShippedToleranceProfiles();
 // A shipped profile by name; InvalidInput listing the known names otherwise.
 StatusOr<ToleranceProfile> FindToleranceProfile(const std::string& name);

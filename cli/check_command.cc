@@ -27,6 +27,7 @@ struct CheckOptions {
   std::string artifacts_dir;
   bool probes = false;
   bool fp64_ref = false;
+  bool ignore_calibration = false;
   int repeats = 1;
   int warmup = 0;
   int threads = 0;
@@ -50,6 +51,7 @@ int RunCheck(const CheckOptions& o) {
   run.golden_dir = o.golden_dir;
   run.probes = o.probes;
   run.fp64_ref = o.fp64_ref;
+  run.use_calibration = !o.ignore_calibration;
   run.repeats = o.repeats;
   run.warmup = o.warmup;
   // The cells share the golden they are judged with (one per seed) and, within a
@@ -71,7 +73,12 @@ int RunCheck(const CheckOptions& o) {
     if (!result.ok()) return ReportError(result.status());
     const char* status = StatusName(result->status);
     ++counts[status];
-    std::fprintf(text, "%-13s %s  %s\n", status, cell.Label().c_str(), Summary(*result).c_str());
+    const std::string judged = result->metrics ? "; judged by " + result->judged_by : "";
+    std::fprintf(text, "%-13s %s  %s%s\n", status, cell.Label().c_str(), Summary(*result).c_str(),
+                 judged.c_str());
+    const size_t fp64_missing = result->observed.find("fp64_error_ratio not measured");  // cell_runner.cc
+    if (fp64_missing != std::string::npos)
+      std::fprintf(text, "              %s\n", result->observed.substr(fp64_missing).c_str());
     if (IsFailure(result->status)) {
       failed = true;
       std::fprintf(text, "              reproduce: %s\n", result->repro.c_str());
@@ -105,6 +112,9 @@ Command AddCheckCommand(CLI::App& parent) {
                   "Keep each cell's frames.npy and latents.npy under DIR/<cell id>/");
   app->add_flag("--fp64-ref", o->fp64_ref,
                 "Also run each cell's config in FP64 on the CPU and report fp64_error_ratio");
+  app->add_flag("--ignore-calibration", o->ignore_calibration,
+                "Judge by the tolerance profiles, not by the model's calibration beside its golden "
+                "(framegate calibrate)");
   app->add_flag("--probes", o->probes,
                 "Record each module's range and headroom to overflow (costs ~50% of a tiny "
                 "cell; NaN localisation is always on)");

@@ -10,6 +10,9 @@ const std::vector<PassThroughCommand>& PassThroughCommands() {
      "Find the modules to keep in FP32 so that a failing cell passes, proven by "
      "running (exit 0 found, 1 none, 2 bad input)"},
     {"audit", "List weights and module inputs whose dtype does not match the policy (exit 1 if any)"},
+    {"calibrate",
+     "Measure a model's FP32 noise floor and each policy's error over seeds, kept beside its "
+     "goldens: its cells are then judged by them (exit 0 measured, 1 a policy not, 2 error)"},
     {"check", "Run and judge cells against their FP32 goldens (exit 0 pass, 1 fail, 2 error)"},
     {"devices",
      "Show the devices cells can run on: the CPU and its ISA features, its ATen "

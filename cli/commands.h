@@ -20,6 +20,7 @@ namespace framegate {
 
 Command AddAdviseCommand(CLI::App& parent);
 Command AddAuditCommand(CLI::App& parent);
+Command AddCalibrateCommand(CLI::App& parent);
 Command AddDevicesCommand(CLI::App& parent);
 Command AddGenerateCommand(CLI::App& parent);
 Command AddCheckCommand(CLI::App& parent);

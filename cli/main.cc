@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
   CLI::App app;
   SetUpTopLevelApp(app);
   std::vector<Command> commands;
-  for (auto add : {AddAdviseCommand, AddAuditCommand, AddCheckCommand, AddCompareCommand, AddDbCommand,
-                   AddDevicesCommand, AddGenerateCommand, AddGoldenCommand, AddHistoryCommand, AddInfoCommand,
-                   AddListCommand, AddMergeCommand, AddMetricsCommand, AddRegressionsCommand,
+  for (auto add : {AddAdviseCommand, AddAuditCommand, AddCalibrateCommand, AddCheckCommand, AddCompareCommand,
+                   AddDbCommand, AddDevicesCommand, AddGenerateCommand, AddGoldenCommand, AddHistoryCommand,
+                   AddInfoCommand, AddListCommand, AddMergeCommand, AddMetricsCommand, AddRegressionsCommand,
                    AddReportCommand, AddRunCommand, AddRunCellCommand}) {
     commands.push_back(add(app));
   }

@@ -121,6 +121,9 @@ struct CellResult {
   // ("denoiser.embed.time_mlp.0", "aten::linear").
   std::string error_module;
   std::string error_op;
+  // The bound that judged the metrics (runners/cell_bound.h): "profile bf16",
+  // "calibration DIR/calibration-model-x-1a2b3c4d.toml (model sha256 ...)", ...
+  std::string judged_by;
   std::optional<ComparisonMetrics> metrics;  // when a golden was compared
   FrameHealth health;
   FirstNonfinite first_nonfinite;

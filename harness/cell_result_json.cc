@@ -211,6 +211,7 @@ json CellResultToJson(const CellResult& r) {
                      {"error_class", r.error_class},
                      {"error_module", r.error_module},
                      {"error_op", r.error_op},
+                     {"judged_by", r.judged_by},
                      {"metrics", r.metrics ? MetricsToJson(*r.metrics) : json(nullptr)},
                      {"health", HealthToJson(r.health)},
                      {"first_nonfinite", first},
@@ -251,6 +252,7 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
     r.error_module = j.value("error_module", "");
     r.error_op = j.value("error_op", "");
     r.observed = j.value("observed", "");
+    r.judged_by = j.value("judged_by", "");
     if (j.contains("advice") && !j.at("advice").is_null()) r.advice = AdviceFromJson(j.at("advice"));
     for (const json& p : j.at("probes")) {
       r.probes.push_back({p.at("module").get<std::string>(), p.at("dtype").get<std::string>(),

@@ -9,6 +9,7 @@
 
 #include <toml++/toml.h>
 
+#include "checks/tolerance.h"
 #include "harness/name_rules.h"
 #include "harness/toml_source.h"
 #include "pipelines/policies_toml.h"
@@ -112,6 +113,12 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       *fallback_at = Where(source, node);
     } else if (k == "based_on") {
       continue;  // read first, above
+    } else if (k == "tolerance") {
+      const auto value = node.value<std::string>();
+      if (!value) return Status::InvalidInput(at + "tolerance must be a tolerance profile name");
+      const StatusOr<ToleranceProfile> profile = FindToleranceProfile(*value);
+      if (!profile.ok()) return Status::InvalidInput(at + "tolerance: " + profile.status().message());
+      p.tolerance = *value;
     } else if (k == "fp32_modules") {
       const toml::array* globs = node.as_array();
       if (!globs || globs->empty())
@@ -146,7 +153,42 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
   if (p.emulate_fp16 && p.compute != c10::kFloat)
     return Status::InvalidInput(Where(source, t) + ": policy '" + name +
                                 "': emulate_fp16 needs compute = \"fp32\"");
+  if (!presets.empty() && p.ToleranceProfileName().empty())  // a file's policy, not a preset
+    return Status::InvalidInput(
+        Where(source, t) + ": policy '" + name + "': no tolerance profile is implied by storage " +
+        WeightStorageName(p.storage) + ", compute " + DtypeName(p.compute) +
+        (p.emulate_fp16 ? ", emulate_fp16" : "") + (p.allow_tf32 ? ", allow_tf32" : "") +
+        (p.fp16_reduced_precision_reduction ? ", fp16_reduced_precision_reduction" : "") +
+        (p.bf16_reduced_precision_reduction ? ", bf16_reduced_precision_reduction" : "") +
+        "; set tolerance = \"PROFILE\" or based_on = \"PRESET\"");
   return p;
+}
+
+// The preset (without islands) whose storage, compute, emulation and accumulation flags
+// `policy` has, "" when none. Weights stored finer than the compute dtype are cast to it
+// at use, so they count as stored in it; a compute dtype finer than the weights' storage
+// counts as the storage's preset, whose bound allows more error than such a policy makes.
+std::string ImpliedToleranceProfile(const DtypePolicy& policy) {
+  DtypePolicy key = policy;
+  if (key.storage == WeightStorage::kFloat32 && key.compute == c10::kBFloat16)
+    key.storage = WeightStorage::kBFloat16;
+  if (key.storage == WeightStorage::kFloat32 && key.compute == c10::kHalf)
+    key.storage = WeightStorage::kFloat16;
+  if (key.compute == c10::kFloat && !key.emulate_fp16 && !key.allow_tf32) {
+    if (key.storage == WeightStorage::kFloat16) key.compute = c10::kHalf;
+    if (key.storage == WeightStorage::kBFloat16 || key.storage == WeightStorage::kFp8E4M3 ||
+        key.storage == WeightStorage::kFp8E5M2)
+      key.compute = c10::kBFloat16;
+  }
+  for (const DtypePolicy& preset : PresetPolicies()) {
+    if (!preset.fp32_islands.empty() || !preset.fp32_modules.empty()) continue;
+    if (preset.storage == key.storage && preset.compute == key.compute &&
+        preset.emulate_fp16 == key.emulate_fp16 && preset.allow_tf32 == key.allow_tf32 &&
+        preset.fp16_reduced_precision_reduction == key.fp16_reduced_precision_reduction &&
+        preset.bf16_reduced_precision_reduction == key.bf16_reduced_precision_reduction)
+      return preset.name;
+  }
+  return "";
 }
 
 }  // namespace
@@ -336,6 +378,15 @@ StatusOr<DtypePolicy> FindPolicyIn(const std::string& name, const std::string& p
   return policy;
 }
 
+std::string DtypePolicy::ToleranceProfileName() const {
+  if (!tolerance.empty()) return tolerance;
+  if (!based_on.empty()) return based_on;
+  for (const DtypePolicy& preset : PresetPolicies()) {
+    if (preset.name == name) return name;
+  }
+  return ImpliedToleranceProfile(*this);
+}
+
 bool DtypePolicy::InFp32Module(const std::string& path) const {
   if (fp32_modules.empty() || path.empty()) return false;
   std::string prefix = path;  // the path itself, then each ancestor: "a.b.c", "a.b", "a"
@@ -354,6 +405,7 @@ std::string DtypePolicy::ToToml() const {
   std::ostringstream out;
   out << "[policy." << name << "]\n";
   if (!based_on.empty()) out << "based_on = " << quoted(based_on) << "\n";
+  if (!tolerance.empty()) out << "tolerance = " << quoted(tolerance) << "\n";
   out << "storage = " << quoted(WeightStorageName(storage)) << "\n";
   out << "compute = " << quoted(DtypeName(compute)) << "\n";
   if (!fp32_islands.empty()) {

@@ -36,6 +36,9 @@ struct DtypePolicy {
   // The preset a policy defined in a file starts from (`based_on`); its tolerance
   // profile judges the policy. "" for a preset.
   std::string based_on;
+  // The tolerance profile named by the policy's `tolerance` key (checks/tolerances.toml);
+  // "" when it names none (see ToleranceProfileName).
+  std::string tolerance;
   // FP32 compute standing for a real FP16 run: every value that run would hold in FP16
   // is rounded through FP16 (so that FP16 overflow and underflow show on a CPU that has
   // no FP16 kernels), values it would keep in float32 stay exact, and a weighted op whose
@@ -64,8 +67,13 @@ struct DtypePolicy {
   c10::ScalarType ComputeDtypeFor(ModuleKind kind, const std::string& path = "") const {
     return IsIsland(kind, path) ? c10::kFloat : compute;
   }
-  // The tolerance profile that judges this policy: its own name, or based_on's.
-  const std::string& ToleranceProfileName() const { return based_on.empty() ? name : based_on; }
+  // The tolerance profile that judges this policy, the one place that decides it: the
+  // `tolerance` key; else based_on's preset; else a preset's own name; else the preset
+  // whose storage, compute, emulation and accumulation flags this policy has (islands
+  // and fp32_modules do not count; storage finer than compute counts as the compute
+  // dtype, compute finer than storage as the storage's preset). "" when none is implied
+  // (a file's policy is refused at parse time then).
+  std::string ToleranceProfileName() const;
   // This policy as a [policy.NAME] TOML table (the form ParsePolicies reads).
   std::string ToToml() const;
 };

@@ -96,6 +96,49 @@ TEST(DtypePolicyTest, AFileDefinesPoliciesBasedOnAPresetAndTheTableRoundTrips) {
   EXPECT_TRUE(FindPolicy("fp32", *set).ok());  // the presets are there too
 }
 
+// A policy without based_on is judged by the profile its flags imply, or by its
+// `tolerance` key; a name that is no profile, or flags no preset has, are refused at parse
+// time with the place (issue 22: such policies parsed, then every cell was ERROR).
+TEST(DtypePolicyTest, APolicyWithoutBasedOnTakesTheProfileItsFlagsImply) {
+  auto profile = [](const std::string& body) {
+    StatusOr<PolicySet> set = PresetsAndPoliciesOf("[policy.x]\n" + body, "p.toml");
+    if (!set.ok()) return "error: " + set.status().message();
+    return FindPolicy("x", *set)->ToleranceProfileName();
+  };
+  EXPECT_EQ(profile("storage = \"fp8e4m3\"\ncompute = \"bf16\"\n"), "fp8e4m3-bf16");
+  EXPECT_EQ(profile("storage = \"fp8e5m2\"\ncompute = \"bf16\"\n"), "fp8e5m2-bf16");
+  EXPECT_EQ(profile("storage = \"bf16\"\ncompute = \"bf16\"\nfp32_modules = [\"decoder\"]\n"), "bf16");
+  EXPECT_EQ(profile("compute = \"bf16\"\n"), "bf16");
+  EXPECT_EQ(profile("storage = \"bf16\"\n"), "bf16");
+  EXPECT_EQ(profile("emulate_fp16 = true\n"), "fp16-emulated");
+  EXPECT_EQ(profile("emulate_fp16 = true\nfp16_reduced_precision_reduction = true\n"),
+            "fp16-emulated-fp16-accum");
+  EXPECT_EQ(profile("storage = \"fp16\"\ncompute = \"fp16\"\nfp32_islands = [\"norm\"]\n"), "fp16");
+  EXPECT_EQ(profile("allow_tf32 = true\n"), "tf32");
+  EXPECT_EQ(profile("fp32_modules = [\"blocks.*\"]\n"), "fp32");
+  EXPECT_EQ(profile("compute = \"bf16\"\ntolerance = \"fp8e5m2-bf16\"\n"), "fp8e5m2-bf16");
+  EXPECT_EQ(profile("based_on = \"bf16\"\ntolerance = \"fp32\"\n"), "fp32");
+  EXPECT_EQ(
+      profile("compute = \"bf16\"\ntolerance = \"tight\"\n")
+          .rfind("error: p.toml:3:13: policy 'x': tolerance: unknown tolerance profile 'tight' (known: ", 0),
+      0u);
+  EXPECT_EQ(profile("storage = \"bf16\"\ncompute = \"fp16\"\n"),
+            "error: p.toml:1:1: policy 'x': no tolerance profile is implied by storage bf16, compute "
+            "fp16; set tolerance = \"PROFILE\" or based_on = \"PRESET\"");
+  // The key round-trips through ToToml.
+  StatusOr<PolicySet> set =
+      PresetsAndPoliciesOf("[policy.x]\ncompute = \"bf16\"\ntolerance = \"fp32\"\n", "p.toml");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  const DtypePolicy x = *FindPolicy("x", *set);
+  EXPECT_NE(x.ToToml().find("tolerance = \"fp32\"\n"), std::string::npos) << x.ToToml();
+  StatusOr<PolicySet> again = PresetsAndPoliciesOf(x.ToToml(), "again.toml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(FindPolicy("x", *again)->ToToml(), x.ToToml());
+  EXPECT_EQ(FindPolicy("x", *again)->ToleranceProfileName(), "fp32");
+  // Presets keep their own profiles.
+  for (const DtypePolicy& p : PresetPolicies()) EXPECT_EQ(p.ToleranceProfileName(), p.name);
+}
+
 TEST(DtypePolicyTest, BadPolicyTablesNameTheFileAndThePlace) {
   auto error = [](const std::string& toml) {
     StatusOr<PolicySet> set = PresetsAndPoliciesOf(toml, "p.toml");

@@ -232,6 +232,7 @@ void HealthSection(const CellResult& r, std::ostringstream& out) {
   Row(out, "frame defect",
       std::string(FrameDefectName(h.defect)) +
           (h.defect_frames > 0 ? " (" + std::to_string(h.defect_frames) + " frames)" : ""));
+  if (!r.judged_by.empty()) Row(out, "judged by", HtmlEscape(r.judged_by));
   if (!r.observed.empty()) Row(out, "instrumentation saw", HtmlEscape(r.observed));
   out << "</table>";
   if (r.probes.empty()) return;

@@ -30,6 +30,10 @@ struct CellRunOptions {
   // error(golden, fp64), relative L2 of the frames (PyTorch's "no worse than k times
   // FP32's own error" criterion). Needs the golden.
   bool fp64_ref = false;
+  // Judge by the model's calibration beside its golden when there is one that matches
+  // (runners/cell_bound.h); false: by the profiles (`calibrate` measuring, `check
+  // --ignore-calibration`).
+  bool use_calibration = true;
   std::string artifacts_dir;  // when set: frames.npy and latents.npy of the candidate
   int probe_count = 8;        // least-headroom modules kept in the result
   // Models and goldens kept across cells; null: a cache for this cell only (its warmup,

@@ -46,11 +46,11 @@ std::string Placeholders(int n) {
 // order (latency_median_s, written last, is read third: run_rows.cc reads it there).
 constexpr const char* kCellResultColumns =
     "policy_used, status, reason, error_class, error_module, error_op, golden, artifacts_dir, "
-    "repro, observed, first_nonfinite_step, decoded_nan, decoded_inf, "
+    "repro, observed, judged_by, first_nonfinite_step, decoded_nan, decoded_inf, "
     "frame_defects, defect, defect_frames, nonfinite_found, nonfinite_step, nonfinite_module, "
     "nonfinite_op, nonfinite_nan, nonfinite_inf, warmup, load_seconds, decode_seconds, "
     "peak_rss_bytes, peak_device_bytes";
-constexpr int kCellResultColumnCount = 27;
+constexpr int kCellResultColumnCount = 28;
 
 std::string WithPrefix(const std::string& columns, const std::string& prefix) {
   std::string text = prefix;
@@ -170,6 +170,7 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
   r->artifacts_dir = row.Text(i++);
   r->repro = row.Text(i++);
   r->observed = row.Text(i++);
+  r->judged_by = row.Text(i++);
   FrameHealth& h = r->health;
   h.first_nonfinite_step = static_cast<int>(row.Int(i++));
   h.decoded = {row.Int(i), row.Int(i + 1)};
@@ -284,7 +285,7 @@ StatusOr<int64_t> CellRowWriter::Write(const std::string& run_id, const CellResu
   });
   bind << (r.policy_used.empty() ? c.policy : r.policy_used) << std::string(StatusName(r.status)) << r.reason
        << r.error_class << r.error_module << r.error_op << r.golden << r.artifacts_dir << r.repro
-       << r.observed;
+       << r.observed << r.judged_by;
   const FrameHealth& h = r.health;
   bind << h.first_nonfinite_step << h.decoded.nan << h.decoded.inf << JoinDefects(h.frames)
        << std::string(FrameDefectName(h.defect)) << h.defect_frames;

@@ -53,6 +53,7 @@ CellResult EveryFieldResult() {
   r.probes[0].sqnr_db = 41.25;
   r.probes.push_back({"decoder.out", "bfloat16", 0.0, 0.0, 0.0, kInf, kInf});
   r.observed = "37 module calls, 212 ops watched; 1 free function not entered";
+  r.judged_by = "calibration golden/calibration-model-x-1a2b3c4d.toml (model sha256 0123456789abcdef)";
   Advice advice;
   advice.status_before = CellStatus::kNonfinite;
   advice.status_after = CellStatus::kPass;
@@ -111,6 +112,7 @@ TEST(ResultStoreTest, RoundTripsEveryCellResultField) {
   EXPECT_EQ(back.error_op, "aten::linear");
   EXPECT_EQ(back.first_nonfinite.op, "aten::log");
   EXPECT_EQ(back.observed, written[0].observed);
+  EXPECT_EQ(back.judged_by, written[0].judged_by);
   ASSERT_TRUE(back.advice.has_value());
   EXPECT_EQ(back.advice->islands, written[0].advice->islands);
   ASSERT_EQ(back.advice->runs.size(), 2u);

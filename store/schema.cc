@@ -300,6 +300,12 @@ constexpr const char* kMigrateV4ToV5 = R"sql(
 ALTER TABLE runs ADD COLUMN argv TEXT NOT NULL DEFAULT '[]';
 )sql";
 
+// v5 -> v6: which bound judged each cell (runners/cell_bound.h); older cells keep '' (their
+// policy's profile judged them then).
+constexpr const char* kMigrateV5ToV6 = R"sql(
+ALTER TABLE cells ADD COLUMN judged_by TEXT NOT NULL DEFAULT '';
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -346,10 +352,12 @@ Status MigrateV3ToV4(SqliteDb& db) { return db.Exec(kMigrateV3ToV4); }
 
 Status MigrateV4ToV5(SqliteDb& db) { return db.Exec(kMigrateV4ToV5); }
 
+Status MigrateV5ToV6(SqliteDb& db) { return db.Exec(kMigrateV5ToV6); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4,
-                                    MigrateV4ToV5};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3,
+                                    MigrateV3ToV4, MigrateV4ToV5, MigrateV5ToV6};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

@@ -178,7 +178,9 @@ TEST(SchemaTest, MigratesAVersion4DatabaseAddingRunArgv) {
   ASSERT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 4);
   auto store = ResultStore::Open(file.path());
   ASSERT_TRUE(store.ok()) << store.status().message();
-  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 5);
+  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), kStoreSchemaVersion);
+  // v5 -> v6: the old cell has no judged_by.
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cells WHERE judged_by = ''"), 1);
   StatusOr<RunInfo> old = (*store)->LoadRunInfo("v4-run");
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_EQ(old->shard, "2/2");

@@ -1,0 +1,104 @@
+#include "runners/cell_bound.h"
+
+#include <cctype>
+#include <filesystem>
+#include <sstream>
+
+#include "harness/sha256.h"
+
+namespace framegate {
+namespace {
+
+std::string PathSafe(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '-';
+  return out;
+}
+
+// Why `c` does not describe the model and golden being judged; "" when it does.
+std::string StaleReason(const Calibration& c, const ResolvedCell& cell, const std::string& golden_path) {
+  const GoldenKey& key = cell.golden;
+  if (c.pipeline != key.pipeline || c.fault != key.fault || c.config != CalibrationConfigOf(key))
+    return "it is for " + c.pipeline + " " + c.config;
+  if (c.weights != key.weights)
+    return "the model's modules changed (" + c.weights + ", now " + key.weights + ")";
+  if (!cell.cell.model_dir.empty()) {
+    const auto recorded = c.model_sha256.find("model.toml");
+    StatusOr<std::string> now = Sha256File(cell.cell.model_dir + "/model.toml");
+    if (recorded == c.model_sha256.end() || !now.ok() || *now != recorded->second)
+      return "model.toml changed";
+  }
+  if (!golden_path.empty()) {
+    const std::string file = std::filesystem::path(golden_path).filename().string();
+    const auto recorded = c.golden_sha256.find(file);
+    if (recorded != c.golden_sha256.end()) {
+      StatusOr<std::string> now = Sha256File(golden_path);
+      if (!now.ok() || *now != recorded->second) return "the golden " + file + " changed";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string CalibrationConfigOf(const GoldenKey& key) {
+  std::ostringstream out;
+  out << "sampler=" << SamplerKindName(key.sampler.kind) << "|steps=" << key.sampler.steps
+      << "|guidance=" << key.sampler.guidance;
+  return out.str();
+}
+
+std::string CalibrationPathFor(const GoldenKey& key, const std::string& golden_dir) {
+  const std::string canonical =
+      "calibration-v1|pipeline=" + key.pipeline + "|fault=" + key.fault + "|" + CalibrationConfigOf(key);
+  return golden_dir + "/calibration-" + PathSafe(key.pipeline) +
+         (key.fault.empty() ? "" : "-" + PathSafe(key.fault)) + "-" + Sha256Hex(canonical).substr(0, 8) +
+         ".toml";
+}
+
+StatusOr<std::map<std::string, std::string>> ModelFileSha256(const std::string& model_dir) {
+  std::map<std::string, std::string> shas;
+  if (model_dir.empty()) return shas;
+  for (const char* file : {"denoiser.pt", "decoder.pt", "model.toml"}) {
+    StatusOr<std::string> sha = Sha256File(model_dir + "/" + file);
+    if (!sha.ok()) return sha.status();
+    shas[file] = *sha;
+  }
+  return shas;
+}
+
+StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::string& golden_dir,
+                                      const std::string& golden_path, bool use_calibration) {
+  const std::string& policy = cell.cell.policy;
+  const std::string profile_name = cell.tolerance.name;
+  if (!cell.cell.tolerance.empty() || !cell.spec.policy.tolerance.empty())
+    return JudgingBound{cell.tolerance, "profile " + profile_name + " (explicit)"};
+  if (!cell.cell.model_dir.empty()) {
+    StatusOr<ToleranceProfile> own = ModelTomlProfile(cell.cell.model_dir + "/model.toml", policy);
+    if (own.ok()) return JudgingBound{*own, own->name};
+    if (own.status().code() != Status::Code::kNotFound) return own.status();
+  }
+  JudgingBound fallback{cell.tolerance, "profile " + profile_name};
+  if (!use_calibration) return fallback;
+  const std::string path = CalibrationPathFor(cell.golden, golden_dir);
+  StatusOr<Calibration> calibration = ReadCalibrationFile(path);
+  if (calibration.status().code() == Status::Code::kNotFound) return fallback;
+  if (!calibration.ok()) return calibration.status();
+  const std::string stale = StaleReason(*calibration, cell, golden_path);
+  if (!stale.empty()) {
+    fallback.judged_by += " (calibration " + path + " is stale: " + stale + ")";
+    return fallback;
+  }
+  StatusOr<ToleranceProfile> calibrated = CalibratedProfile(*calibration, policy);
+  if (!calibrated.ok()) {
+    fallback.judged_by += " (calibration " + path + ": " + calibrated.status().message() + ")";
+    return fallback;
+  }
+  const auto denoiser = calibration->model_sha256.find("denoiser.pt");
+  const std::string model = denoiser != calibration->model_sha256.end()
+                                ? "model sha256 " + denoiser->second.substr(0, 16)
+                                : "model " + calibration->weights;
+  return JudgingBound{*calibrated, "calibration " + path + " (" + model + ")"};
+}
+
+}  // namespace framegate

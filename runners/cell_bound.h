@@ -1,0 +1,51 @@
+// Which bound judges a cell, and the words that say so in its result (the terminal, the
+// JSON, the store's cells.judged_by). One place decides it, by this precedence:
+//
+//   1. an explicit profile: the cell's tolerance (a matrix's [tolerance] or [[include]]
+//      tolerance, `check --tolerance`) or the policy's `tolerance` key
+//                                             -> "profile NAME (explicit)"
+//   2. the package's model.toml [tolerance.POLICY] table
+//                                             -> "model.toml [tolerance.POLICY]"
+//   3. the model's calibration beside its golden (checks/calibration.h), when its
+//      provenance matches the model and the golden being judged
+//                                             -> "calibration FILE (model sha256 ...)"
+//   4. the policy's tolerance profile         -> "profile NAME"
+//
+// A calibration that does not match (the model or the golden changed since) or that has
+// no measurement for the policy falls back to 4 and says why:
+//   "profile bf16 (calibration FILE is stale: the model's modules changed)".
+#pragma once
+
+#include <string>
+
+#include "checks/calibration.h"
+#include "checks/tolerance.h"
+#include "golden/golden_store.h"
+#include "harness/status.h"
+#include "runners/cell_runner.h"
+
+namespace framegate {
+
+struct JudgingBound {
+  ToleranceProfile profile;
+  std::string judged_by;
+};
+
+// The calibration file of `key`'s config in `golden_dir`: keyed like the golden but by
+// neither the seed nor the model's weights, so that a changed model finds its old
+// calibration and is told it is stale. "calibration-model-clean-1a2b3c4d.toml".
+std::string CalibrationPathFor(const GoldenKey& key, const std::string& golden_dir);
+// The sampler part of the config a calibration is for: "sampler=ddim|steps=8|guidance=5".
+std::string CalibrationConfigOf(const GoldenKey& key);
+// sha256 of a package's denoiser.pt, decoder.pt and model.toml by file name; none for the
+// reference model (its weights are its GoldenKey's seed). IoError naming a missing file.
+StatusOr<std::map<std::string, std::string>> ModelFileSha256(const std::string& model_dir);
+
+// The bound that judges `cell` (precedence above). `golden_path`: the golden the cell is
+// compared with ("" when none); `use_calibration` false skips 3 (`calibrate` itself,
+// `check --ignore-calibration`). Corrupt naming the file for a calibration file that is
+// not one; InvalidInput naming model.toml for a bad [tolerance.POLICY].
+StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::string& golden_dir,
+                                      const std::string& golden_path, bool use_calibration);
+
+}  // namespace framegate

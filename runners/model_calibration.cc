@@ -1,0 +1,212 @@
+#include "runners/model_calibration.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/build_info.h"
+#include "harness/cell_result_json.h"
+#include "harness/sha256.h"
+#include "matrix/device_discovery.h"
+#include "runners/cell_bound.h"
+#include "runners/cell_runner.h"
+#include "runners/scratch_folder.h"
+
+namespace framegate {
+namespace {
+
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `argv` with stdout and stderr into files of `dir`; its exit code, or -1 when it
+// could not be started or did not exit.
+int RunProcess(const std::vector<std::string>& argv, const std::string& dir) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const int out = open((dir + "/stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open((dir + "/stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out >= 0) dup2(out, 1);
+    if (err >= 0) dup2(err, 2);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+// The golden config of `cell` rerun by `check` in another process on `device` with
+// `threads` threads: its metrics against the golden.
+StatusOr<ComparisonMetrics> RerunFp32(const CalibrateOptions& o, Cell cell, const std::string& device,
+                                      int threads, const std::string& scratch) {
+  cell.device = device;
+  std::vector<std::string> argv = CheckArgsFor(cell);
+  argv.insert(argv.begin(), o.pipeline_executable);
+  const std::string json_path = scratch + "/rerun.json";
+  argv.insert(argv.end(), {"--golden-dir", o.golden_dir, "--threads", std::to_string(threads), "--json",
+                           json_path, "--ignore-calibration"});
+  std::remove(json_path.c_str());
+  const int code = RunProcess(argv, scratch);
+  if (code != 0 && code != 1) {
+    std::string why = ReadText(scratch + "/stderr");
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    return Status::Internal("the FP32 rerun on " + device + " with " + std::to_string(threads) +
+                            " threads failed (exit " + std::to_string(code) + "): " + why);
+  }
+  try {
+    const nlohmann::json cells = nlohmann::json::parse(ReadText(json_path)).at("cells");
+    StatusOr<CellResult> r = CellResultFromJson(cells.at(0));
+    if (!r.ok()) return r.status();
+    if (!r->metrics) return Status::Internal("the FP32 rerun on " + device + " has no metrics: " + r->reason);
+    return *r->metrics;
+  } catch (const std::exception& e) {
+    return Status::Internal(json_path + ": cannot read the FP32 rerun's result: " + e.what());
+  }
+}
+
+// The noise floor: the worst deviation of the FP32 reruns from the golden of seeds[0].
+Status MeasureNoiseFloor(const CalibrateOptions& o, Calibration* c) {
+  StatusOr<std::unique_ptr<ScratchFolder>> scratch = ScratchFolder::Create(TempDirectory());
+  if (!scratch.ok()) return scratch.status();
+  Cell cell = o.config;
+  cell.policy = "fp32";
+  cell.seed = o.seeds.front();
+  std::vector<std::pair<std::string, int>> runs = {{"cpu", 1}};
+  if (o.threads > 1) runs.push_back({"cpu", o.threads});
+  for (const DeviceInfo& d : DiscoverDevices()) {
+    if (d.device.rfind("cpu:", 0) == 0) runs.push_back({d.device, o.threads});
+  }
+  for (const auto& [device, threads] : runs) {
+    StatusOr<ComparisonMetrics> m = RerunFp32(o, cell, device, threads, (*scratch)->path());
+    if (!m.ok()) return m.status();
+    KeepWorst(*m, &c->noise_floor);
+    c->noise_runs.push_back(device + " threads=" + std::to_string(threads));
+    if (o.on_progress) o.on_progress("noise floor: " + c->noise_runs.back() + " done");
+  }
+  return Status::Ok();
+}
+
+// Each policy over each seed, in this process, judged by the profiles (not by a
+// calibration): the worst of each metric, or why there is none.
+Status MeasurePolicies(const CalibrateOptions& o, CalibrationOutcome* out) {
+  CellRunCache cache;
+  CellRunOptions run;
+  run.golden_dir = o.golden_dir;
+  run.use_calibration = false;
+  run.cache = &cache;
+  for (const std::string& policy : o.policies) {
+    PolicyCalibration p;
+    p.seeds = o.seeds;
+    for (uint64_t seed : o.seeds) {
+      Cell cell = o.config;
+      cell.policy = policy;
+      cell.seed = seed;
+      StatusOr<ResolvedCell> resolved = ResolveCell(cell);
+      if (!resolved.ok()) return resolved.status();
+      StatusOr<CellResult> r = RunCell(*resolved, run);
+      if (!r.ok()) return r.status();
+      const bool measured = r->metrics && (r->status == CellStatus::kPass || r->status == CellStatus::kFail);
+      if (!measured) {
+        p.not_calibrated =
+            std::string(StatusName(r->status)) + " on seed " + std::to_string(seed) + ": " + r->reason;
+        p.worst.clear();
+        break;
+      }
+      KeepWorst(*r->metrics, &p.worst);
+      if (r->status == CellStatus::kFail)
+        out->looser_than_profile.push_back(policy + " seed " + std::to_string(seed) + ": " + r->reason +
+                                           " (" + r->judged_by + ")");
+    }
+    if (o.on_progress)
+      o.on_progress("policy " + policy + ": " + (p.not_calibrated.empty() ? "measured" : p.not_calibrated));
+    out->calibration.policies[policy] = p;
+  }
+  return Status::Ok();
+}
+
+// The goldens of every seed (made when missing) and their sha256.
+Status GoldensOf(const CalibrateOptions& o, CalibrationOutcome* out, GoldenKey* key_of_first) {
+  const GoldenStore store(o.golden_dir);
+  for (uint64_t seed : o.seeds) {
+    Cell cell = o.config;
+    cell.policy = "fp32";
+    cell.seed = seed;
+    StatusOr<ResolvedCell> resolved = ResolveCell(cell);
+    if (!resolved.ok()) return resolved.status();
+    if (seed == o.seeds.front()) *key_of_first = resolved->golden;
+    const std::string path = store.PathFor(resolved->golden);
+    if (!std::filesystem::exists(path)) {
+      PipelineSpec spec = resolved->spec;
+      spec.device = "cpu";
+      StatusOr<std::string> made = store.Make(spec, GoldenMakeCommand(spec, o.golden_dir));
+      if (!made.ok()) return made.status();
+      out->goldens_made.push_back(*made);
+    }
+    StatusOr<std::string> sha = Sha256File(path);
+    if (!sha.ok()) return sha.status();
+    out->calibration.golden_sha256[std::filesystem::path(path).filename().string()] = *sha;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<CalibrationOutcome> CalibrateModel(const CalibrateOptions& o) {
+  if (o.seeds.empty() || o.policies.empty())
+    return Status::InvalidInput("calibrate needs a seed and a policy");
+  const auto start = std::chrono::steady_clock::now();
+  CalibrationOutcome out;
+  Calibration& c = out.calibration;
+  GoldenKey key;
+  FG_RETURN_IF_ERROR(GoldensOf(o, &out, &key));
+  c.pipeline = key.pipeline;
+  c.weights = key.weights;
+  c.fault = key.fault;
+  c.config = CalibrationConfigOf(key);
+  c.framegate_version = StaticBuildInfo().framegate_version;
+  c.created_at = UtcNow();
+  StatusOr<std::map<std::string, std::string>> model = ModelFileSha256(o.config.model_dir);
+  if (!model.ok()) return model.status();
+  c.model_sha256 = *model;
+  FG_RETURN_IF_ERROR(MeasureNoiseFloor(o, &c));
+  FG_RETURN_IF_ERROR(MeasurePolicies(o, &out));
+  out.path = CalibrationPathFor(key, o.golden_dir);
+  const std::string partial = out.path + ".partial";
+  {
+    std::ofstream file(partial);
+    file << CalibrationToToml(c);
+    if (!file.flush()) return Status::IoError(partial + ": cannot write");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, out.path, ec);
+  if (ec) return Status::IoError(out.path + ": cannot write: " + ec.message());
+  c.source = out.path;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace framegate
