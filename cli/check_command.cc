@@ -74,6 +74,8 @@ int RunCheck(const CheckOptions& o) {
     std::fprintf(text, "%-13s %s  %s\n", status, cell.Label().c_str(), Summary(*result).c_str());
     if (IsFailure(result->status)) {
       failed = true;
+      if (result->producer.attempted())
+        std::fprintf(text, "              error made in: %s\n", result->producer.Describe().c_str());
       std::fprintf(text, "              reproduce: %s\n", result->repro.c_str());
     }
     std::fflush(text);
