@@ -25,6 +25,7 @@ struct AdviseCliOptions {
   std::string json_path;
   std::string db;
   int max_runs = 12;
+  double max_share_percent = 50;
   int threads = 0;
 };
 
@@ -78,6 +79,7 @@ int RunAdvise(const AdviseCliOptions& o) {
   AdviseOptions options;
   options.run.golden_dir = o.golden_dir;
   options.max_runs = o.max_runs;
+  options.max_weight_share = o.max_share_percent / 100.0;
   options.work_dir = work.path();
   text << "advise " << cell.Label() << " (at most " << o.max_runs << " runs)\n";
   options.on_run = [&text, n = 0](const AdviceRun& run) mutable {
@@ -90,6 +92,12 @@ int RunAdvise(const AdviseCliOptions& o) {
   StatusOr<Advice> advice = AdvisePrecision(cell, options, &observed);
   if (!advice.ok()) return ReportError(advice.status());
   const Advice& a = *advice;
+  if (!a.culprit.empty()) {
+    char share[32];
+    std::snprintf(share, sizeof share, "%.1f%%", 100.0 * a.culprit_weight_fraction);
+    text << "error made in: " << a.culprit << " (its own island keeps " << share
+         << " of the weights in FP32)\n";
+  }
   if (a.status_before == CellStatus::kPass) {
     text << "the cell passes under " << cell.policy << " as it is: nothing to keep in FP32\n";
   } else if (a.found()) {
@@ -99,9 +107,8 @@ int RunAdvise(const AdviseCliOptions& o) {
          << "weights kept in FP32: " << share << " of the model's\n"
          << "the policy (add it to a matrix file, or pass the file with --policy-file):\n\n"
          << a.policy_toml << "\n";
-  } else if (a.runs.back().islands == std::vector<std::string>{"*"}) {
-    text << "it fails with the whole model in FP32 too (" << StatusName(a.status_after)
-         << "): not a precision problem FP32 islands can cure\n";
+  } else if (!a.note.empty()) {
+    text << a.note << "\n";
   } else if (a.runs.size() == 1) {
     text << "cannot advise: " << StatusName(a.status_before)
          << " is not a failure FP32 islands cure (NONFINITE, BROKEN_FRAMES, FAIL, ERROR "
@@ -135,6 +142,10 @@ Command AddAdviseCommand(CLI::App& parent) {
   AddOutputFileOption(app, "--json", &o->json_path, "Write the advice as JSON");
   app->add_option("--max-runs", o->max_runs, "Runs of the cell in all, the first included")
       ->check(CLI::Range(2, 1000))
+      ->capture_default_str();
+  app->add_option("--max-share", o->max_share_percent,
+                  "The largest share of the weights (percent) the islands may keep in FP32")
+      ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   app->add_option("--db", o->db, "Also record the cell and its advice in this SQLite store");
   AddThreadsOption(app, &o->threads);

@@ -81,6 +81,8 @@ int RunCheck(const CheckOptions& o) {
       std::fprintf(text, "              %s\n", result->observed.substr(fp64_missing).c_str());
     if (IsFailure(result->status)) {
       failed = true;
+      if (result->producer.attempted())
+        std::fprintf(text, "              error made in: %s\n", result->producer.Describe().c_str());
       std::fprintf(text, "              reproduce: %s\n", result->repro.c_str());
     }
     std::fflush(text);

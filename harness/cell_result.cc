@@ -1,5 +1,8 @@
 #include "harness/cell_result.h"
 
+#include <cmath>
+#include <cstdio>
+
 namespace framegate {
 
 std::vector<NamedMetric> NamedMetrics(const ComparisonMetrics& m) {
@@ -29,6 +32,21 @@ const char* FrameDefectName(FrameDefect defect) {
       return "frozen";
   }
   return "none";
+}
+
+std::string ErrorProducer::Describe() const {
+  if (!found) return note;
+  char numbers[160];
+  if (std::isfinite(isolated_error)) {
+    std::snprintf(numbers, sizeof numbers, "isolated error %.2e, %.0fx the %.2e its precision predicts",
+                  isolated_error, predicted_error > 0 ? isolated_error / predicted_error : 0.0,
+                  predicted_error);
+  } else {
+    std::snprintf(numbers, sizeof numbers, "a NaN/Inf from finite FP32 inputs (its precision predicts %.2e)",
+                  predicted_error);
+  }
+  std::string line = module + (op.empty() ? "" : " (" + op + ")") + ": " + numbers;
+  return note.empty() ? line : line + "; " + note;
 }
 
 }  // namespace framegate

@@ -65,6 +65,24 @@ struct FirstNonfinite {
   NonfiniteCount count;
 };
 
+// Where a finite failure's error is made (FAIL, BROKEN_FRAMES): the op whose isolated
+// error (run under the policy on the FP32 run's inputs, pipelines/module_shadow.h) most
+// exceeds what its compute dtype predicts; the modules after it only carry the error.
+struct ErrorProducer {
+  bool found = false;
+  std::string module;          // "denoiser.blocks.1.ff.0"
+  std::string op;              // "aten::linear"
+  double isolated_error = 0;   // relative L2 against FP32; +inf: made a NaN/Inf from finite inputs
+  double predicted_error = 0;  // the unit roundoff of its compute (or weight storage) dtype
+  // Why no producer is named, or what limits it ("the reference model has no per-op hooks:
+  // the producer is not localised"); "" when found without a caveat.
+  std::string note;
+  bool attempted() const { return found || !note.empty(); }
+  // One line: "denoiser.blocks.1.ff.0 (aten::linear): isolated error 3.1e-02, 254x the
+  // 1.2e-04 its precision predicts"; the note alone when not found.
+  std::string Describe() const;
+};
+
 // One module's numeric range over the whole run, against its output dtype's limits.
 struct ModuleProbe {
   std::string module;
@@ -95,6 +113,13 @@ struct Advice {
   std::string policy_toml;                            // its [policy.NAME] table, ready for a matrix file
   double fp32_weight_fraction = 0;                    // share of the weights the islands keep in FP32
   std::vector<AdviceRun> runs;                        // every run tried, in order
+  // Where the failure is made, as the first run named it ("denoiser.blocks.0.attn
+  // (aten::matmul)"; "" when no run named one) and the share of the weights its own island
+  // (its module, or the op alone) keeps in FP32.
+  std::string culprit;
+  double culprit_weight_fraction = 0;
+  // Why no island was returned ("no island of at most 50% of the weights ..."), "" otherwise.
+  std::string note;
   bool found() const { return status_after == CellStatus::kPass; }
 };
 
@@ -127,6 +152,7 @@ struct CellResult {
   std::optional<ComparisonMetrics> metrics;  // when a golden was compared
   FrameHealth health;
   FirstNonfinite first_nonfinite;
+  ErrorProducer producer;           // FAIL and BROKEN_FRAMES: where the error is made
   std::vector<ModuleProbe> probes;  // least headroom first
   // What NaN localisation and probes could see of a package ("denoiser: 23 module calls,
   // 32 ops in 23 graphs; ...") and how the device computed: "accumulation emulated on the

@@ -141,6 +141,9 @@ json AdviceToJson(const Advice& a) {
           {"policy_name", a.policy_name},
           {"policy_toml", a.policy_toml},
           {"fp32_weight_fraction", Number(a.fp32_weight_fraction)},
+          {"culprit", a.culprit},
+          {"culprit_weight_fraction", Number(a.culprit_weight_fraction)},
+          {"note", a.note},
           {"runs", runs}};
 }
 
@@ -152,6 +155,10 @@ Advice AdviceFromJson(const json& j) {
   a.policy_name = j.at("policy_name").get<std::string>();
   a.policy_toml = j.at("policy_toml").get<std::string>();
   a.fp32_weight_fraction = ReadNumber(j.at("fp32_weight_fraction"), kNaN);
+  a.culprit = j.value("culprit", "");
+  a.culprit_weight_fraction =
+      j.contains("culprit_weight_fraction") ? ReadNumber(j.at("culprit_weight_fraction"), kNaN) : 0.0;
+  a.note = j.value("note", "");
   for (const json& run : j.at("runs")) {
     a.runs.push_back({run.at("islands").get<std::vector<std::string>>(), StatusFromJson(run.at("status")),
                       run.at("reason").get<std::string>()});
@@ -204,6 +211,16 @@ json CellResultToJson(const CellResult& r) {
     first["nan"] = r.first_nonfinite.count.nan;
     first["inf"] = r.first_nonfinite.count.inf;
   }
+  json producer = nullptr;
+  if (r.producer.attempted()) {
+    const ErrorProducer& p = r.producer;
+    producer = {{"found", p.found},
+                {"module", p.module},
+                {"op", p.op},
+                {"isolated_error", Number(p.isolated_error)},
+                {"predicted_error", Number(p.predicted_error)},
+                {"note", p.note}};
+  }
   json j = CellToJson(c);
   const json rest = {{"policy_used", r.policy_used.empty() ? c.policy : r.policy_used},
                      {"status", StatusName(r.status)},
@@ -215,6 +232,7 @@ json CellResultToJson(const CellResult& r) {
                      {"metrics", r.metrics ? MetricsToJson(*r.metrics) : json(nullptr)},
                      {"health", HealthToJson(r.health)},
                      {"first_nonfinite", first},
+                     {"producer", producer},
                      {"probes", probes},
                      {"observed", r.observed},
                      {"advice", r.advice ? AdviceToJson(*r.advice) : json(nullptr)},
@@ -253,6 +271,15 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
     r.error_op = j.value("error_op", "");
     r.observed = j.value("observed", "");
     r.judged_by = j.value("judged_by", "");
+    if (j.contains("producer") && !j.at("producer").is_null()) {
+      const json& p = j.at("producer");
+      r.producer.found = p.at("found").get<bool>();
+      r.producer.module = p.at("module").get<std::string>();
+      r.producer.op = p.at("op").get<std::string>();
+      r.producer.isolated_error = ReadNumber(p.at("isolated_error"), kNaN);
+      r.producer.predicted_error = ReadNumber(p.at("predicted_error"), kNaN);
+      r.producer.note = p.at("note").get<std::string>();
+    }
     if (j.contains("advice") && !j.at("advice").is_null()) r.advice = AdviceFromJson(j.at("advice"));
     for (const json& p : j.at("probes")) {
       r.probes.push_back({p.at("module").get<std::string>(), p.at("dtype").get<std::string>(),

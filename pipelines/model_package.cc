@@ -13,6 +13,8 @@
 #include "harness/toml_source.h"
 #include "pipelines/fp8_codec.h"
 #include "pipelines/graph_instrumentation.h"
+#include "pipelines/module_shadow.h"
+#include "pipelines/op_islands.h"
 #include "pipelines/package_observer.h"
 
 namespace framegate {
@@ -58,11 +60,14 @@ class TorchScriptModel : public VideoModel {
   }
   // z [B, C, T, h, w] -> [B, 3, T, H, W].
   at::Tensor Decode(const at::Tensor& z) override {
-    observer_.set_step(-1);
+    observer_.set_step(step_ = -1);
     return Forward(decoder_, {z});
   }
-  void BeginStep(int step) override { observer_.set_step(step); }
-  void SetObserver(ModuleObserver observer) override { observer_.set_observer(std::move(observer)); }
+  void BeginStep(int step) override { observer_.set_step(step_ = step); }
+  void SetObserver(ModuleObserver observer) override {
+    watch_ = observer;
+    observer_.set_observer(std::move(observer));
+  }
   void SetMismatchLog(std::vector<DtypeMismatch>* log) override { observer_.set_mismatch_log(log); }
   std::string CurrentModule() const override {
     return active_ ? active_->instrumentation->current_path() : "";
@@ -86,7 +91,8 @@ class TorchScriptModel : public VideoModel {
     active_ = &m;
     m.instrumentation->ResetStack();
     const ScopedPlainGraphExecution plain;
-    const GraphInstrumentation::ActiveScope scope(*m.instrumentation, observer_);
+    OpIslandObserver op_islands(observer_.policy(), observer_, watch_, step_);  // op_islands.h
+    const GraphInstrumentation::ActiveScope scope(*m.instrumentation, ShadowOrSelf(op_islands, step_));
     observer_.BeginForward();
     std::vector<c10::IValue> args;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -102,6 +108,8 @@ class TorchScriptModel : public VideoModel {
   PackageObserver observer_;
   c10::Device device_;
   InstrumentedModule* active_ = nullptr;
+  int step_ = 0;          // the sampler step running; -1: the decode
+  ModuleObserver watch_;  // what SetObserver gave, for op islands (op_islands.h)
 };
 
 // Loads DIR/<root>.pt in float32 on the CPU and instruments its graphs (before any
@@ -289,7 +297,10 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir, c
   // The contract in float32 on the CPU first; then the policy and the device.
   TorchScriptModel fp32(*manifest, std::move(*denoiser), std::move(*decoder), Fp32Policy(),
                         c10::Device(c10::kCPU));
-  FG_RETURN_IF_ERROR(CheckContract(dir, fp32, manifest->latent));
+  {
+    const ModuleShadow::Suspend no_shadow;  // the contract's forwards are not the run's
+    FG_RETURN_IF_ERROR(CheckContract(dir, fp32, manifest->latent));
+  }
   InstrumentedModule d = fp32.TakeDenoiser(), e = fp32.TakeDecoder();
   ApplyPolicy(d, policy, device);
   ApplyPolicy(e, policy, device);

@@ -16,6 +16,7 @@
 #include "harness/npy.h"
 #include "pipelines/model_package.h"
 #include "runners/cell_bound.h"
+#include "runners/error_producer.h"
 
 namespace framegate {
 namespace {
@@ -253,6 +254,11 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   result.status = verdict.status;
   result.reason = verdict.reason;
   result.error_class = verdict.error_class;
+  if (result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames) {
+    StatusOr<ErrorProducer> producer = LocateErrorProducer(spec, outcome->sampler.steps, models);
+    if (!producer.ok()) return producer.status();
+    result.producer = *producer;
+  }
   if (result.status == CellStatus::kError) {
     result.error_module = outcome->error.module;
     result.error_op = outcome->error.graph_op;

@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "pipelines/dtype_policy.h"
+#include "pipelines/op_islands.h"
 #include "pipelines/pipeline_run.h"
 
 namespace framegate {
 namespace {
+
+using Islands = std::vector<std::string>;
 
 // The cell statuses the advisor can act on: a precision problem that FP32 islands may cure.
 bool Advisable(const CellResult& r) {
@@ -24,26 +28,34 @@ bool Advisable(const CellResult& r) {
   }
 }
 
-// The module a failed run blames: where the error was raised, or where the first
-// non-finite value came from; "" when the run does not name one (a FAIL).
-std::string BlamedModule(const CellResult& r) {
-  if (r.status == CellStatus::kError) return r.error_module;
-  if (r.first_nonfinite.found) return r.first_nonfinite.module;
-  return "";
+// Why a run fails, for "the same cause": its status and, for an ERROR, its class.
+std::string CauseOf(const CellResult& r) {
+  return std::string(StatusName(r.status)) + (r.status == CellStatus::kError ? ":" + r.error_class : "");
 }
 
-bool Contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
+// Where a failed run's failure is made: the module (and op) that raised the error, made
+// the first non-finite value, or made the largest isolated error; module "" when the run
+// names none (a FAIL of the reference model).
+struct Culprit {
+  std::string module, op;
+  std::string Name() const { return module + (op.empty() ? "" : " (" + op + ")"); }
+};
+Culprit CulpritOf(const CellResult& r) {
+  if (r.status == CellStatus::kError) return {r.error_module, r.error_op};
+  if (r.first_nonfinite.found) return {r.first_nonfinite.module, r.first_nonfinite.op};
+  if (r.producer.found) return {r.producer.module, r.producer.op};
+  return {};
 }
 
-// Candidates from the observed run, most likely first: the blamed module, the modules
-// whose values overflow the compute dtype, then the lowest SQNR against FP32.
-std::vector<std::string> Candidates(const CellResult& observed) {
-  std::vector<std::string> out;
+bool Contains(const Islands& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+// Fallback candidates when no run names a culprit: the modules whose values overflow the
+// compute dtype, then the lowest SQNR against FP32.
+Islands ProbeCandidates(const CellResult& observed) {
+  Islands out;
   auto add = [&](const std::string& m) {
     if (!m.empty() && !Contains(out, m)) out.push_back(m);
   };
-  add(BlamedModule(observed));
   for (const ModuleProbe& p : observed.probes) {
     if (p.overflow_fraction > 0 || p.headroom_bits < 0) add(p.module);
   }
@@ -58,7 +70,7 @@ std::vector<std::string> Candidates(const CellResult& observed) {
 }
 
 // The policy that keeps `islands` in FP32 on top of `base`, named after it.
-DtypePolicy IslandPolicy(const DtypePolicy& base, const std::vector<std::string>& islands) {
+DtypePolicy IslandPolicy(const DtypePolicy& base, const Islands& islands) {
   DtypePolicy p = base;
   const std::string preset = base.based_on.empty() ? base.name : base.based_on;
   p.name = preset + "-fp32-islands";
@@ -68,13 +80,89 @@ DtypePolicy IslandPolicy(const DtypePolicy& base, const std::vector<std::string>
   return p;
 }
 
+bool Covers(const DtypePolicy& base, const Islands& islands, const Culprit& c) {
+  return InFp32Op(IslandPolicy(base, islands), c.module, c.op);
+}
+
+// Share of the weights an island keeps in FP32 (0 for an op island).
+double WeightShareOf(const std::vector<WeightSize>& weights, const std::string& island) {
+  DtypePolicy only;
+  only.fp32_modules = {island};
+  int64_t total = 0, kept = 0;
+  for (const WeightSize& w : weights) {
+    total += w.numel;
+    if (only.InFp32Module(ModuleOfWeight(w.name))) kept += w.numel;
+  }
+  return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
+}
+
+double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePolicy& policy) {
+  int64_t total = 0, kept = 0;
+  for (const WeightSize& w : weights) {
+    total += w.numel;
+    if (policy.InFp32Module(ModuleOfWeight(w.name))) kept += w.numel;
+  }
+  return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
+}
+
+// Whether `op` computes with a weight of its module (linear, convolution, a product).
+bool IsWeightedOp(const std::string& op) {
+  for (const char* name :
+       {"aten::linear", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
+        "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::addmm",
+        "aten::mm", "aten::bmm", "aten::matmul", "aten::baddbmm"}) {
+    if (op == name) return true;
+  }
+  return false;
+}
+
+bool HasOwnWeights(const std::vector<WeightSize>& weights, const std::string& module) {
+  for (const WeightSize& w : weights) {
+    if (ModuleOfWeight(w.name) == module) return true;
+  }
+  return false;
+}
+
+// The first island for a culprit: its module when the op uses the module's own weights
+// (or no op is known), else the op alone at its module's level.
+std::string IslandFor(const Culprit& c, const std::vector<WeightSize>& weights) {
+  if (c.op.empty() || (IsWeightedOp(c.op) && HasOwnWeights(weights, c.module))) return c.module;
+  return OpIslandEntry(c.module, c.op);
+}
+
+// One step wider: an op island becomes its module, a module its parent; "" past the root.
+std::string Wider(const std::string& island) {
+  if (IsOpIslandEntry(island)) return ModuleOfIslandEntry(island);
+  const std::string parent = ParentModule(island);
+  return parent == "*" ? "" : parent;
+}
+
+// Drops every island another one covers ("a.b.c" under "a.b"; "a.b:aten::mm" under "a.b").
+Islands Normalized(const DtypePolicy& base, Islands islands) {
+  std::sort(islands.begin(), islands.end());
+  islands.erase(std::unique(islands.begin(), islands.end()), islands.end());
+  Islands kept;
+  for (const std::string& island : islands) {
+    bool covered = false;
+    for (const std::string& other : islands) {
+      if (other == island || IsOpIslandEntry(other)) continue;
+      const Culprit as{ModuleOfIslandEntry(island),
+                       IsOpIslandEntry(island) ? island.substr(island.find(':') + 1) : ""};
+      covered = covered || Covers(base, {other}, as);
+    }
+    if (!covered) kept.push_back(island);
+  }
+  return kept;
+}
+
 class Search {
  public:
   Search(const ResolvedCell& cell, const AdviseOptions& options)
       : cell_(cell), base_(cell.spec.policy), options_(options) {}
 
-  // Runs the cell with `islands` kept in FP32 and records the run.
-  StatusOr<CellResult> Try(const std::vector<std::string>& islands, Advice* advice) {
+  // Runs the cell with `islands` kept in FP32 (judged by the cell's own tolerance) and
+  // records the run.
+  StatusOr<CellResult> Try(const Islands& islands, Advice* advice) {
     const DtypePolicy policy = IslandPolicy(base_, islands);
     const std::string path = options_.work_dir + "/advise-policy.toml";
     std::ofstream(path) << policy.ToToml();
@@ -93,7 +181,7 @@ class Search {
     return r;
   }
 
-  void Record(const std::vector<std::string>& islands, const CellResult& r, Advice* advice) {
+  void Record(const Islands& islands, const CellResult& r, Advice* advice) {
     advice->runs.push_back({islands, r.status, r.reason});
     if (options_.on_run) options_.on_run(advice->runs.back());
   }
@@ -108,45 +196,76 @@ class Search {
   const AdviseOptions& options_;
 };
 
-// The next islands after a failed run: add the module it blames, or widen the island
-// that already covers it; without a blamed module, the next candidate; at last "*".
-std::vector<std::string> Grow(std::vector<std::string> islands, const CellResult& failed,
-                              const DtypePolicy& base, std::vector<std::string>* queue) {
-  const std::string blamed = BlamedModule(failed);
-  if (!blamed.empty()) {
-    const DtypePolicy current = IslandPolicy(base, islands);
-    if (!current.InFp32Module(blamed)) {
-      islands.push_back(blamed);
-      return islands;
-    }
-    for (std::string& island : islands) {  // widen the island that covers it
-      if (IslandPolicy(base, {island}).InFp32Module(blamed)) {
-        island = ParentModule(island);
-        break;
-      }
-    }
-    std::sort(islands.begin(), islands.end());
-    islands.erase(std::unique(islands.begin(), islands.end()), islands.end());
-    return Contains(islands, "*") ? std::vector<std::string>{"*"} : islands;
-  }
-  while (!queue->empty()) {
-    const std::string next = queue->front();
-    queue->erase(queue->begin());
-    if (!Contains(islands, next)) {
-      islands.push_back(next);
-      return islands;
-    }
-  }
-  return {"*"};
+std::string Percent(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * share);
+  return text;
 }
 
-double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePolicy& policy) {
-  int64_t total = 0, kept = 0;
-  for (const WeightSize& w : weights) {
-    total += w.numel;
-    if (policy.InFp32Module(ModuleOfWeight(w.name))) kept += w.numel;
+// What the growing search decided after a failed run.
+struct Step {
+  Islands next;      // the islands to run next (empty: stop)
+  std::string stop;  // why it stops, when it does
+};
+
+// The islands after `failed`: for the same cause, widen the island that covers its
+// culprit (or add one for an uncovered culprit); for a new cause, add an island for it.
+// Without a culprit, the next probe candidate. Stops past the weight cap or the root.
+// A run that names no culprit (a FAIL of the reference model, which has no per-op hooks)
+// widens the island of the last culprit named (`last`), else takes the next candidate.
+Step Grow(const Islands& islands, const CellResult& failed, bool same_cause, const DtypePolicy& base,
+          const std::vector<WeightSize>& weights, double cap, Islands* queue, Culprit* last) {
+  Culprit c = CulpritOf(failed);
+  if (c.module.empty()) c = *last;
+  *last = c;
+  Islands next = islands;
+  if (c.module.empty()) {
+    while (!queue->empty() && Covers(base, next, {queue->front(), ""})) queue->erase(queue->begin());
+    if (queue->empty()) return {{}, "no run names where the error is made, and no candidate is left"};
+    next.push_back(queue->front());
+    queue->erase(queue->begin());
+  } else if (!Covers(base, islands, c)) {
+    next.push_back(IslandFor(c, weights));
+  } else if (!c.op.empty() && InFp32Op(IslandPolicy(base, islands), c.module, c.op) &&
+             failed.status == CellStatus::kNonfinite && same_cause) {
+    return {{}, c.Name() + " makes a NaN/Inf computing in FP32 too"};
+  } else {
+    for (std::string& island : next) {
+      if (!Covers(base, {island}, c)) continue;
+      island = Wider(island);
+      if (island.empty()) return {{}, "the next island would be the whole model"};
+      break;
+    }
   }
-  return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
+  next = Normalized(base, next);
+  const double share = Fp32WeightFraction(weights, IslandPolicy(base, next));
+  if (share > cap) {
+    return {{},
+            "the next islands (" +
+                [&] {
+                  std::string list;
+                  for (const std::string& i : next) list += (list.empty() ? "" : ", ") + i;
+                  return list;
+                }() +
+                ") would keep " + Percent(share) + " of the weights in FP32"};
+  }
+  return {next, ""};
+}
+
+// Drops each island whose removal still passes (delta debugging).
+StatusOr<Islands> Shrink(Islands islands, Search& search, Advice* advice) {
+  for (size_t i = 0; i < islands.size() && islands.size() > 1 && search.BudgetLeft(*advice);) {
+    Islands fewer = islands;
+    fewer.erase(fewer.begin() + static_cast<long>(i));
+    StatusOr<CellResult> r = search.Try(fewer, advice);
+    if (!r.ok()) return r.status();
+    if (r->status == CellStatus::kPass) {
+      islands = fewer;
+    } else {
+      ++i;
+    }
+  }
+  return islands;
 }
 
 }  // namespace
@@ -163,7 +282,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   if (!resolved.ok()) return resolved.status();
   const DtypePolicy& base = resolved->spec.policy;
   CellRunOptions observe = options.run;
-  observe.probes = true;  // ranges and SQNR against FP32 for the candidates
+  observe.probes = true;  // ranges and SQNR against FP32 for the fallback candidates
   observe.probe_count = 64;
   StatusOr<CellResult> observed = RunCell(*resolved, observe);
   if (!observed.ok()) return observed.status();
@@ -177,48 +296,61 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   search.Record({}, *observed, &advice);
   advice.status_after = observed->status;
   if (observed->status == CellStatus::kPass || !Advisable(*observed)) return advice;
+  StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(resolved->spec);
+  if (!weights.ok()) return weights.status();
+  const Culprit culprit = CulpritOf(*observed);
+  advice.culprit = culprit.module.empty() ? "" : culprit.Name();
+  advice.culprit_weight_fraction =  // what keeping the culprit alone in FP32 costs
+      culprit.module.empty() ? 0 : WeightShareOf(*weights, IslandFor(culprit, *weights));
 
-  std::vector<std::string> queue = Candidates(*observed);
-  std::vector<std::string> islands;
-  if (!queue.empty()) {
-    islands.push_back(queue.front());
-    queue.erase(queue.begin());
-  } else {
-    islands = {"*"};
-  }
-  // Grow until a run passes.
+  Islands queue = ProbeCandidates(*observed);
+  Culprit last;
+  Step step = Grow({}, *observed, true, base, *weights, options.max_weight_share, &queue, &last);
+  std::string cause = CauseOf(*observed);
   bool passed = false;
-  while (search.BudgetLeft(advice)) {
-    StatusOr<CellResult> r = search.Try(islands, &advice);
+  while (!step.next.empty() && search.BudgetLeft(advice)) {
+    StatusOr<CellResult> r = search.Try(step.next, &advice);
     if (!r.ok()) return r.status();
+    if (r->status == CellStatus::kUnresolved) {
+      return Status::NotFound("cannot judge without a golden: " + r->reason);
+    }
     advice.status_after = r->status;
     if (r->status == CellStatus::kPass) {
       passed = true;
       break;
     }
-    if (islands == std::vector<std::string>{"*"}) break;  // fails in FP32 too
-    islands = Grow(islands, *r, base, &queue);
-  }
-  if (!passed) return advice;
-  // Shrink: drop each island whose removal still passes.
-  for (size_t i = 0; i < islands.size() && islands.size() > 1 && search.BudgetLeft(advice);) {
-    std::vector<std::string> fewer = islands;
-    fewer.erase(fewer.begin() + static_cast<long>(i));
-    StatusOr<CellResult> r = search.Try(fewer, &advice);
-    if (!r.ok()) return r.status();
-    if (r->status == CellStatus::kPass) {
-      islands = fewer;
-    } else {
-      ++i;
+    if (!Advisable(*r)) {
+      step = {{}, std::string("the islands turn the failure into ") + StatusName(r->status)};
+      break;
     }
+    const bool same_cause = CauseOf(*r) == cause;
+    cause = CauseOf(*r);
+    step = Grow(step.next, *r, same_cause, base, *weights, options.max_weight_share, &queue, &last);
   }
-  const DtypePolicy final_policy = IslandPolicy(base, islands);
+  if (!passed) {
+    if (step.next.empty() && search.BudgetLeft(advice)) {
+      // No island within the cap: is it a precision problem at all? (Not advice.)
+      StatusOr<CellResult> whole = search.Try({"*"}, &advice);
+      if (!whole.ok()) return whole.status();
+      advice.note =
+          "no island of at most " + Percent(options.max_weight_share) + " of the weights found (" +
+          step.stop + "); " +
+          (whole->status == CellStatus::kPass
+               ? "the whole model in FP32 passes"
+               : std::string("it fails with the whole model in FP32 too (") + StatusName(whole->status) +
+                     "): not a precision problem FP32 islands can cure");
+    } else if (step.next.empty()) {
+      advice.note = "no island found (" + step.stop + ")";
+    }
+    return advice;
+  }
+  StatusOr<Islands> islands = Shrink(step.next, search, &advice);
+  if (!islands.ok()) return islands.status();
+  const DtypePolicy final_policy = IslandPolicy(base, *islands);
   advice.status_after = CellStatus::kPass;
-  advice.islands = islands;
+  advice.islands = *islands;
   advice.policy_name = final_policy.name;
   advice.policy_toml = final_policy.ToToml();
-  StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(resolved->spec);
-  if (!weights.ok()) return weights.status();
   advice.fp32_weight_fraction = Fp32WeightFraction(*weights, final_policy);
   return advice;
 }

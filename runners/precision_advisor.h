@@ -1,17 +1,25 @@
 // The precision advisor (`framegate advise`): for a cell that fails under its policy
-// (NONFINITE, BROKEN_FRAMES, FAIL, or ERROR dtype_mismatch), finds a small set of modules
-// to keep in FP32 (fp32_modules islands) so that the cell passes, and proves it by
-// running the cell with them. docs/diagnose.md describes the search:
-//   1. one observed run (probes, SQNR against FP32): candidates are the module where the
-//      error was raised or the first non-finite value was produced, the modules whose
-//      values overflow the compute dtype, then the largest SQNR drops;
-//   2. grow: run with the islands; if the cell still fails, add the module that fails
-//      now, or, when that module is already an island, widen the island to its parent
-//      module ("denoiser.blocks.1.ff.0" -> "denoiser.blocks.1.ff"); the last step is
-//      "*" (the whole model in FP32);
-//   3. shrink: drop each island whose removal still passes.
+// (NONFINITE, BROKEN_FRAMES, FAIL, or ERROR dtype_mismatch), finds a small set of FP32
+// islands (fp32_modules entries: module paths, or "PATH:OP" op islands, op_islands.h) so
+// that the cell passes, and proves it by running the cell with them. docs/diagnose.md
+// describes the search:
+//   1. one observed run (probes, SQNR against FP32). The culprit is where the failure is
+//      MADE: the module and op that raised the error, produced the first non-finite value,
+//      or, for a finite FAIL, made the largest isolated error against what its precision
+//      predicts (runners/error_producer.h);
+//   2. grow: the first island is the culprit's (its module when the op uses the module's
+//      own weights, else the op at its module's level). Run with the islands. While the
+//      cell fails for the SAME cause (status, error class), widen the island that covers
+//      the new culprit to its parent (an op island to its module); when the cause changes
+//      (NONFINITE -> FAIL), add an island for the new cause's culprit instead. A run that
+//      names no culprit (a FAIL of the reference model, which has no per-op hooks) widens
+//      the last culprit's island, or without one takes the next probe candidate;
+//   3. stop when the next set would keep more than `max_weight_share` of the weights in
+//      FP32, or would be the whole model: the Advice says no island was found (after one
+//      run with the whole model in FP32, which tells a precision problem from another);
+//   4. shrink: drop each island whose removal still passes.
 // Every step is a real run of the cell under a policy written to a file, the same file
-// form a matrix accepts.
+// form a matrix accepts, judged by the bound that judged the cell.
 #pragma once
 
 #include <functional>
@@ -25,8 +33,10 @@
 namespace framegate {
 
 struct AdviseOptions {
-  CellRunOptions run;    // golden_dir, threads of the judged runs
-  int max_runs = 12;     // runs of the cell in all, the first observed one included
+  CellRunOptions run;  // golden_dir, threads of the judged runs
+  int max_runs = 12;   // runs of the cell in all, the first observed one included
+  // The largest share of the model's weights the islands may keep in FP32.
+  double max_weight_share = 0.5;
   std::string work_dir;  // where the candidate policy file is written (must exist)
   // Called after each run, for progress.
   std::function<void(const AdviceRun&)> on_run;

@@ -48,9 +48,10 @@ constexpr const char* kCellResultColumns =
     "policy_used, status, reason, error_class, error_module, error_op, golden, artifacts_dir, "
     "repro, observed, judged_by, first_nonfinite_step, decoded_nan, decoded_inf, "
     "frame_defects, defect, defect_frames, nonfinite_found, nonfinite_step, nonfinite_module, "
-    "nonfinite_op, nonfinite_nan, nonfinite_inf, warmup, load_seconds, decode_seconds, "
+    "nonfinite_op, nonfinite_nan, nonfinite_inf, producer_module, producer_op, producer_error, "
+    "producer_predicted, producer_note, warmup, load_seconds, decode_seconds, "
     "peak_rss_bytes, peak_device_bytes";
-constexpr int kCellResultColumnCount = 28;
+constexpr int kCellResultColumnCount = 33;
 
 std::string WithPrefix(const std::string& columns, const std::string& prefix) {
   std::string text = prefix;
@@ -185,6 +186,15 @@ Status ReadCellColumns(const SqliteStatement& row, int first, const std::string&
   f.op = row.Text(i++);
   f.count = {row.Int(i), row.Int(i + 1)};
   i += 2;
+  ErrorProducer& p = r->producer;
+  p.module = row.Text(i++);
+  p.op = row.Text(i++);
+  p.found = !p.module.empty();
+  p.isolated_error = row.IsNull(i) ? 0 : row.Real(i);
+  ++i;
+  p.predicted_error = row.IsNull(i) ? 0 : row.Real(i);
+  ++i;
+  p.note = row.Text(i++);
   CellTimings& t = r->timings;
   t.warmup = static_cast<int>(row.Int(i++));
   t.load_seconds = row.Real(i++);
@@ -291,6 +301,8 @@ StatusOr<int64_t> CellRowWriter::Write(const std::string& run_id, const CellResu
        << std::string(FrameDefectName(h.defect)) << h.defect_frames;
   const FirstNonfinite& f = r.first_nonfinite;
   bind << static_cast<int>(f.found) << f.step << f.module << f.op << f.count.nan << f.count.inf;
+  const ErrorProducer& p = r.producer;
+  bind << (p.found ? p.module : std::string()) << p.op << p.isolated_error << p.predicted_error << p.note;
   const CellTimings& t = r.timings;
   bind << t.warmup << t.load_seconds << t.decode_seconds << t.peak_rss_bytes << t.peak_device_bytes
        << Median(r.timings.generation_seconds);

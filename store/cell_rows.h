@@ -15,7 +15,7 @@ namespace framegate {
 // The columns ReadCellColumns expects, from `cell_specs s JOIN cells c`: id, cell_id,
 // latency_median_s, the Cell's fields (VisitCellFields), then the result's.
 extern const char* const kCellSelectColumns;
-constexpr int kCellSelectColumnCount = 44;
+constexpr int kCellSelectColumnCount = 49;
 // The columns ReadMetricColumns expects, from `LEFT JOIN metrics m` (NULL: no metrics).
 extern const char* const kMetricSelectColumns;
 constexpr int kMetricSelectColumnCount = 10;

@@ -50,6 +50,7 @@ CellResult EveryFieldResult() {
   r.health.defect = FrameDefect::kBlack;
   r.health.defect_frames = 1;
   r.first_nonfinite = {true, 2, "blocks.0.spatial_attn.logits", "aten::log", {3, 1}};
+  r.producer = {true, "denoiser.blocks.1.ff.0", "aten::linear", kInf, 4.8828125e-4, "partly recorded"};
   r.probes[0].sqnr_db = 41.25;
   r.probes.push_back({"decoder.out", "bfloat16", 0.0, 0.0, 0.0, kInf, kInf});
   r.observed = "37 module calls, 212 ops watched; 1 free function not entered";
@@ -111,6 +112,13 @@ TEST(ResultStoreTest, RoundTripsEveryCellResultField) {
   EXPECT_EQ(back.error_module, "denoiser.embed.time_mlp.0");
   EXPECT_EQ(back.error_op, "aten::linear");
   EXPECT_EQ(back.first_nonfinite.op, "aten::log");
+  EXPECT_TRUE(back.producer.found);
+  EXPECT_EQ(back.producer.module, "denoiser.blocks.1.ff.0");
+  EXPECT_EQ(back.producer.op, "aten::linear");
+  EXPECT_TRUE(std::isinf(back.producer.isolated_error));
+  EXPECT_DOUBLE_EQ(back.producer.predicted_error, 4.8828125e-4);
+  EXPECT_EQ(back.producer.note, "partly recorded");
+  EXPECT_FALSE(run->cells[1].producer.attempted());
   EXPECT_EQ(back.observed, written[0].observed);
   EXPECT_EQ(back.judged_by, written[0].judged_by);
   ASSERT_TRUE(back.advice.has_value());

@@ -306,6 +306,17 @@ constexpr const char* kMigrateV5ToV6 = R"sql(
 ALTER TABLE cells ADD COLUMN judged_by TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v6 -> v7: where a finite failure's error is made (FAIL, BROKEN_FRAMES): the op with the
+// largest isolated error against what its precision predicts (harness/cell_result.h
+// ErrorProducer). NULL errors: not attempted; '' module: not found (the note says why).
+constexpr const char* kMigrateV6ToV7 = R"sql(
+ALTER TABLE cells ADD COLUMN producer_module TEXT NOT NULL DEFAULT '';
+ALTER TABLE cells ADD COLUMN producer_op TEXT NOT NULL DEFAULT '';
+ALTER TABLE cells ADD COLUMN producer_error REAL;
+ALTER TABLE cells ADD COLUMN producer_predicted REAL;
+ALTER TABLE cells ADD COLUMN producer_note TEXT NOT NULL DEFAULT '';
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -354,10 +365,12 @@ Status MigrateV4ToV5(SqliteDb& db) { return db.Exec(kMigrateV4ToV5); }
 
 Status MigrateV5ToV6(SqliteDb& db) { return db.Exec(kMigrateV5ToV6); }
 
+Status MigrateV6ToV7(SqliteDb& db) { return db.Exec(kMigrateV6ToV7); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
 constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3,
-                                    MigrateV3ToV4, MigrateV4ToV5, MigrateV5ToV6};
+                                    MigrateV3ToV4, MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

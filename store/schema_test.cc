@@ -145,7 +145,10 @@ TEST(SchemaTest, MigratesAVersion3DatabaseToTheCurrentVersion) {
                           "p",
                           "",
                           0.5,
-                          {{{"denoiser.embed"}, CellStatus::kPass, ""}}};
+                          {{{"denoiser.embed"}, CellStatus::kPass, ""}},
+                          "",
+                          0,
+                          ""};
   ASSERT_TRUE((*store)->RecordCell("v3-run", advised).ok());
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 1);
   EXPECT_EQ(QueryInt(file.path(),
@@ -181,6 +184,11 @@ TEST(SchemaTest, MigratesAVersion4DatabaseAddingRunArgv) {
   EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), kStoreSchemaVersion);
   // v5 -> v6: the old cell has no judged_by.
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM cells WHERE judged_by = ''"), 1);
+  // v6 -> v7: an older cell has no producer (not attempted).
+  EXPECT_EQ(QueryInt(file.path(),
+                     "SELECT count(*) FROM cells WHERE producer_module = '' AND "
+                     "producer_op = '' AND producer_error IS NULL AND producer_note = ''"),
+            1);
   StatusOr<RunInfo> old = (*store)->LoadRunInfo("v4-run");
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_EQ(old->shard, "2/2");

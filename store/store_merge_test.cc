@@ -129,7 +129,10 @@ TEST(StoreMergeTest, AdviceAndTheErrorPlaceSurviveAMerge) {
              "fp8-islands",
              "[policy.fp8-islands]\nfp32_modules = [\"denoiser.embed\"]\n",
              0.02,
-             {{{}, CellStatus::kError, "dtype_mismatch"}, {{"denoiser.embed"}, CellStatus::kPass, ""}}};
+             {{{}, CellStatus::kError, "dtype_mismatch"}, {{"denoiser.embed"}, CellStatus::kPass, ""}},
+             "",
+             0,
+             ""};
   {
     auto s = ResultStore::Open(shard.path());
     ASSERT_TRUE((*s)->RecordCell("run-1", advised).ok());

@@ -1,0 +1,194 @@
+#include "pipelines/module_shadow.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pipelines/op_islands.h"
+
+namespace framegate {
+namespace {
+
+thread_local ModuleShadow* active_shadow = nullptr;
+
+std::string SiteName(const std::string& path, const std::string& op) { return path + "\t" + op; }
+
+// The unit roundoff of a value held in `dtype`.
+double UnitRoundoff(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kBFloat16:
+      return std::ldexp(1.0, -8);
+    case c10::kHalf:
+      return std::ldexp(1.0, -11);
+    case c10::kDouble:
+      return std::ldexp(1.0, -53);
+    default:
+      return std::ldexp(1.0, -24);
+  }
+}
+
+// The relative error of a weight stored under `storage` (0 for float32).
+double StorageError(WeightStorage storage) {
+  switch (storage) {
+    case WeightStorage::kFp8E4M3:
+      return std::ldexp(1.0, -3);
+    case WeightStorage::kFp8E5M2:
+      return std::ldexp(1.0, -2);
+    case WeightStorage::kBFloat16:
+      return std::ldexp(1.0, -8);
+    case WeightStorage::kFloat16:
+      return std::ldexp(1.0, -11);
+    default:
+      return 0;
+  }
+}
+
+bool Probed(const at::Tensor& value) { return value.defined() && value.is_floating_point(); }
+
+}  // namespace
+
+double IsolatedError::Excess() const {
+  if (!std::isfinite(error)) return std::numeric_limits<double>::infinity();
+  return predicted > 0 ? error / predicted : 0;
+}
+
+double PredictedError(const DtypePolicy& policy, const std::string& path, const std::string& op,
+                      bool weighted) {
+  if (InFp32Op(policy, path, op)) return UnitRoundoff(c10::kFloat);
+  const double compute = UnitRoundoff(policy.emulate_fp16 ? c10::kHalf : policy.compute);
+  return weighted ? std::max(compute, StorageError(policy.storage)) : compute;
+}
+
+ModuleShadow::ModuleShadow(Mode mode, std::set<int> steps, DtypePolicy policy, const ModuleShadow* reference,
+                           int64_t max_bytes)
+    : mode_(mode),
+      steps_(std::move(steps)),
+      policy_(std::move(policy)),
+      reference_(reference),
+      max_bytes_(max_bytes) {}
+
+void ModuleShadow::Wrap(GraphObserver* inner, int step) {
+  inner_ = inner != nullptr ? inner : &pass_through_;
+  step_ = step;
+}
+
+std::string ModuleShadow::Key(const std::string& path, const std::string& op, char direction, int index) {
+  const std::string key =
+      std::to_string(step_) + "|" + path + "|" + op + "|" + direction + std::to_string(index);
+  return key + "#" + std::to_string(occurrences_[key]++);
+}
+
+at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor& value) const {
+  const bool on_half_grid = policy_.emulate_fp16 && value.scalar_type() == at::kFloat &&
+                            at::equal(value, value.to(at::kHalf).to(at::kFloat));
+  const c10::ScalarType dtype = on_half_grid ? at::kHalf : value.scalar_type();
+  at::Tensor out = recorded.to(value.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
+  return on_half_grid ? out.to(at::kFloat) : out;
+}
+
+at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, int input_index,
+                                const at::Tensor& value) {
+  GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
+  if (site.kind != GraphSite::Kind::kOp || steps_.count(step_) == 0 || !Probed(value)) {
+    return inner.Before(path, site, input_index, value);
+  }
+  if (input_index == site.weight_input || (value.is_leaf() && value.requires_grad())) {  // a weight
+    if (mode_ == Mode::kCompare) errors_[SiteName(path, site.op)].weighted = true;
+    return inner.Before(path, site, input_index, value);
+  }
+  const std::string key = Key(path, site.op, 'i', input_index);
+  if (mode_ == Mode::kRecord) {
+    const int64_t bytes = value.numel() * 4;
+    if (bytes_ + bytes > max_bytes_) {
+      truncated_ = true;
+    } else {
+      bytes_ += bytes;
+      tensors_[key] = value.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    }
+    return inner.Before(path, site, input_index, value);
+  }
+  const auto recorded = reference_->tensors_.find(key);
+  if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) {
+    return inner.Before(path, site, input_index, value);
+  }
+  return inner.Before(path, site, input_index, Substitute(recorded->second, value));
+}
+
+at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, int output_index,
+                               const at::Tensor& value) {
+  GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
+  const at::Tensor out = inner.After(path, site, output_index, value);
+  if (site.kind != GraphSite::Kind::kOp || steps_.count(step_) == 0 || !Probed(out)) return out;
+  const std::string key = Key(path, site.op, 'o', output_index);
+  if (mode_ == Mode::kRecord) {
+    const int64_t bytes = out.numel() * 4;
+    if (bytes_ + bytes > max_bytes_) {
+      truncated_ = true;
+    } else {
+      bytes_ += bytes;
+      tensors_[key] = out.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    }
+    return out;
+  }
+  const auto recorded = reference_->tensors_.find(key);
+  if (recorded != reference_->tensors_.end() && recorded->second.sizes().equals(out.sizes())) {
+    Compare(path, site, recorded->second, out);
+  }
+  return out;
+}
+
+void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
+                           const at::Tensor& value) {
+  const at::Tensor ref = recorded.to(value.device(), at::kDouble);
+  const at::Tensor x = value.detach().to(at::kDouble);
+  const at::Tensor ref_finite = at::isfinite(ref);
+  const at::Tensor both = ref_finite.logical_and(at::isfinite(x));
+  ErrorSums& sums = errors_[SiteName(path, site.op)];
+  sums.weighted = sums.weighted || site.weight_input >= 0;
+  sums.nonfinite += ref_finite.logical_and(both.logical_not()).sum().item<int64_t>();
+  sums.diff += at::where(both, (x - ref).square(), at::zeros_like(ref)).sum().item<double>();
+  sums.ref += at::where(ref_finite, ref.square(), at::zeros_like(ref)).sum().item<double>();
+  ++sums.calls;
+}
+
+std::vector<IsolatedError> ModuleShadow::Errors() const {
+  std::vector<IsolatedError> out;
+  for (const auto& [name, sums] : errors_) {
+    if (sums.calls == 0) continue;
+    const size_t tab = name.find('\t');
+    IsolatedError e;
+    e.module = name.substr(0, tab);
+    e.op = name.substr(tab + 1);
+    e.calls = sums.calls;
+    e.error = sums.nonfinite > 0 ? std::numeric_limits<double>::infinity()
+              : sums.ref > 0     ? std::sqrt(sums.diff / sums.ref)
+                                 : 0.0;
+    e.predicted = PredictedError(policy_, e.module, e.op, sums.weighted);
+    out.push_back(e);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const IsolatedError& a, const IsolatedError& b) { return a.Excess() > b.Excess(); });
+  return out;
+}
+
+ModuleShadow::ActiveScope::ActiveScope(ModuleShadow& shadow) : previous_(active_shadow) {
+  active_shadow = &shadow;
+}
+
+ModuleShadow::ActiveScope::~ActiveScope() { active_shadow = previous_; }
+
+ModuleShadow* ModuleShadow::Active() { return active_shadow; }
+
+ModuleShadow::Suspend::Suspend() : previous_(active_shadow) { active_shadow = nullptr; }
+
+ModuleShadow::Suspend::~Suspend() { active_shadow = previous_; }
+
+GraphObserver& ShadowOrSelf(GraphObserver& inner, int step) {
+  if (active_shadow == nullptr) return inner;
+  active_shadow->Wrap(&inner, step);
+  return *active_shadow;
+}
+
+}  // namespace framegate

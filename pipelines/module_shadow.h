@@ -1,0 +1,134 @@
+// ModuleShadow: where a finite error is MADE in a model package, not where it shows
+// (torch.ao.ns's shadow mode, per op). Two runs of the same cell:
+//   1. kRecord, under FP32: at the probed steps, every observed op's activation inputs
+//      and its outputs are kept (float32 copies), keyed by (step, module path, op, input
+//      or output index, occurrence in that step);
+//   2. kCompare, under the policy: at the probed steps, each op's activation inputs are
+//      replaced by the recorded FP32 ones (in the dtype the policy run holds them: cast
+//      to it, or rounded through float16 where FP16 emulation holds the value on the
+//      float16 grid), and its output is compared with the recorded FP32 output. That is
+//      the op's isolated error: what the op makes from exact inputs, not what it carries.
+// Weights are not replaced (the weight operand of a weighted op, and a leaf that requires
+// grad: a parameter), so a weight storage error belongs to the op that uses it. Other
+// parameter operands (a bias, a norm's affine) of a package saved without requires_grad
+// are replaced by their FP32 value in the policy's dtype: the same value, except that
+// their FP8 rounding is not seen.
+// Ops that write in place or return views have no hook (graph_instrumentation.h): their
+// error shows in the next observed op that consumes them.
+//
+// Each site (module path, op) gets its relative L2 error over the probed calls, against
+// what its compute dtype predicts (the unit roundoff: fp32 2^-24, bf16 2^-8, fp16 2^-11;
+// a weighted op under FP8 storage: e4m3 2^-3, e5m2 2^-2); the producer is the site with
+// the largest excess (error / predicted), a non-finite output from finite FP32 inputs
+// being an infinite excess.
+//
+// A model installs the active shadow around its own observer (ShadowOrSelf) at each
+// forward; the shadow is active on its thread while a ModuleShadow::ActiveScope lives.
+// Not thread-safe; one per run.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pipelines/dtype_policy.h"
+#include "pipelines/graph_instrumentation.h"
+
+namespace framegate {
+
+// One site's isolated error over the probed calls.
+struct IsolatedError {
+  std::string module;    // "denoiser.blocks.1.ff.0"
+  std::string op;        // "aten::linear"
+  double error = 0;      // relative L2 against the FP32 output; +inf: non-finite from finite
+  double predicted = 0;  // what the site's compute dtype predicts
+  int64_t calls = 0;
+  double Excess() const;  // error / predicted (+inf when the output was non-finite)
+};
+
+// The relative error the policy's rounding predicts for op `op` at `path` (`weighted`:
+// the op has a weight operand).
+double PredictedError(const DtypePolicy& policy, const std::string& path, const std::string& op,
+                      bool weighted);
+
+class ModuleShadow : public GraphObserver {
+ public:
+  enum class Mode { kRecord, kCompare };
+  // `steps`: the sampler steps probed (-1: the decode). kCompare needs the kRecord shadow
+  // of the same cell under FP32 (`reference`, which must outlive this one) and the policy.
+  // At most `max_bytes` of FP32 tensors are kept; past that, later calls are not
+  // recorded (and not replaced): truncated() says so.
+  ModuleShadow(Mode mode, std::set<int> steps, DtypePolicy policy, const ModuleShadow* reference = nullptr,
+               int64_t max_bytes = int64_t{1} << 30);
+
+  // Called by the model at each forward: the observer the shadow wraps and the step.
+  void Wrap(GraphObserver* inner, int step);
+
+  at::Tensor Before(const std::string& path, const GraphSite& site, int input_index,
+                    const at::Tensor& value) override;
+  at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
+                   const at::Tensor& value) override;
+
+  // kCompare: every site measured, largest excess first.
+  std::vector<IsolatedError> Errors() const;
+  bool truncated() const { return truncated_; }
+  int64_t recorded_calls() const { return static_cast<int64_t>(tensors_.size()); }
+
+  // Makes `shadow` the active one on this thread until destroyed (scopes nest).
+  class ActiveScope {
+   public:
+    explicit ActiveScope(ModuleShadow& shadow);
+    ~ActiveScope();
+    ActiveScope(const ActiveScope&) = delete;
+    ActiveScope& operator=(const ActiveScope&) = delete;
+
+   private:
+    ModuleShadow* previous_;
+  };
+  static ModuleShadow* Active();
+  // No shadow is active on this thread until destroyed (a model's own checks at load).
+  class Suspend {
+   public:
+    Suspend();
+    ~Suspend();
+    Suspend(const Suspend&) = delete;
+    Suspend& operator=(const Suspend&) = delete;
+
+   private:
+    ModuleShadow* previous_;
+  };
+
+ private:
+  struct ErrorSums {
+    double ref = 0, diff = 0;  // sums of ref^2 and (ref - x)^2 where ref is finite
+    int64_t nonfinite = 0;     // values non-finite where ref is finite
+    int64_t calls = 0;
+    bool weighted = false;
+  };
+  std::string Key(const std::string& path, const std::string& op, char direction, int index);
+  at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value) const;
+  void Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
+               const at::Tensor& value);
+
+  Mode mode_;
+  std::set<int> steps_;
+  DtypePolicy policy_;
+  const ModuleShadow* reference_;
+  int64_t max_bytes_;
+  int64_t bytes_ = 0;
+  bool truncated_ = false;
+  GraphObserver* inner_ = nullptr;
+  GraphObserver pass_through_;
+  int step_ = 0;
+  std::map<std::string, int> occurrences_;     // key without occurrence -> calls seen
+  std::map<std::string, at::Tensor> tensors_;  // key -> float32 copy (kRecord)
+  std::map<std::string, ErrorSums> errors_;    // "path\top" -> sums (kCompare)
+};
+
+// The active shadow on this thread wrapping `inner` at sampler step `step` (-1: decode),
+// or `inner` itself when none is active. For models: the observer to activate.
+GraphObserver& ShadowOrSelf(GraphObserver& inner, int step);
+
+}  // namespace framegate

@@ -1,0 +1,162 @@
+// Tests of ModuleShadow (the isolated error of each op) and of op-level FP32 islands, on
+// TorchScript modules compiled in C++ with define(), run as a package runs them: graph
+// instrumentation, a PackageObserver under the policy. Activations x (2, 4) float32.
+#include "pipelines/module_shadow.h"
+
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include "pipelines/op_islands.h"
+#include "pipelines/package_observer.h"
+
+namespace framegate {
+namespace {
+
+namespace jit = torch::jit;
+
+jit::Module Leaf(const std::string& name, const std::string& body) {
+  jit::Module m(name);
+  m.define("def forward(self, x):\n    return " + body + "\n");
+  return m;
+}
+
+// m: first (x * 3), second ((h + 1000) - 1000: under FP16 the sum keeps 1/2 of a unit,
+// so the subtraction is where the value's precision is lost), third (g * 2, which only
+// carries the error).
+jit::Module MakeCancellingChain() {
+  jit::Module root("Chain");
+  root.register_module("first", Leaf("First", "x * 3.0"));
+  root.register_module("second", Leaf("Second", "(x + 1000.0) - 1000.0"));
+  root.register_module("third", Leaf("Third", "x * 2.0"));
+  root.define(R"JIT(
+def forward(self, x):
+    return self.third.forward(self.second.forward(self.first.forward(x)))
+)JIT");
+  return root;
+}
+
+// One forward of `module` through `instrumentation` under `observer` (wrapped by the
+// active shadow, if any), at sampler step 0.
+at::Tensor Forward(jit::Module& module, GraphInstrumentation& instrumentation, GraphObserver& observer,
+                   const at::Tensor& x) {
+  ScopedPlainGraphExecution plain;
+  torch::NoGradGuard no_grad;
+  GraphInstrumentation::ActiveScope scope(instrumentation, ShadowOrSelf(observer, 0));
+  return module.forward({x}).toTensor();
+}
+
+DtypePolicy Fp16Emulated() {
+  StatusOr<DtypePolicy> policy = FindPolicy("fp16-emulated");
+  EXPECT_TRUE(policy.ok());
+  return *policy;
+}
+
+TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
+  jit::Module root = MakeCancellingChain();
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = (torch::rand({2, 4}) + 0.5).to(at::kHalf).to(at::kFloat);
+  const DtypePolicy policy = Fp16Emulated();
+  PackageObserver fp32(Fp32Policy(), true), fp16(policy, true);
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    Forward(root, *instrumentation, fp32, x);
+  }
+  // Without the shadow the error shows at the end of the chain, made or carried.
+  const at::Tensor plain = Forward(root, *instrumentation, fp16, x);
+  EXPECT_GT((plain - x * 6.0).abs().max().item<double>(), 0.01);
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, policy, &recorded);
+  {
+    ModuleShadow::ActiveScope active(compared);
+    Forward(root, *instrumentation, fp16, x);
+  }
+  const std::vector<IsolatedError> errors = compared.Errors();
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors.front().module, "m.second");
+  EXPECT_EQ(errors.front().op, "aten::sub");
+  EXPECT_DOUBLE_EQ(errors.front().predicted, std::ldexp(1.0, -11));
+  EXPECT_GT(errors.front().Excess(), 50);
+  for (const IsolatedError& e : errors) {  // the carriers are within a few roundoffs
+    if (e.module == "m.third" || e.module == "m.first") {
+      EXPECT_LT(e.Excess(), 4) << e.module << " " << e.op;
+    }
+  }
+}
+
+TEST(ModuleShadowTest, ANonfiniteOutputFromFiniteInputsIsAnInfiniteExcess) {
+  jit::Module root("Overflow");
+  root.register_module("big", Leaf("Big", "x * 100000.0"));
+  root.register_module("squash", Leaf("Squash", "torch.tanh(x * 0.00001)"));
+  root.define("def forward(self, x):\n    return self.squash.forward(self.big.forward(x))\n");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = torch::ones({2, 4});
+  PackageObserver fp32(Fp32Policy(), true), fp16(Fp16Emulated(), true);
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    Forward(root, *instrumentation, fp32, x);
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, Fp16Emulated(), &recorded);
+  {
+    ModuleShadow::ActiveScope active(compared);
+    Forward(root, *instrumentation, fp16, x);
+  }
+  const std::vector<IsolatedError> errors = compared.Errors();
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors.front().module, "m.big");
+  EXPECT_TRUE(std::isinf(errors.front().Excess()));
+  // A step that is not probed is neither recorded nor compared.
+  ModuleShadow elsewhere(ModuleShadow::Mode::kRecord, {3}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(elsewhere);
+    Forward(root, *instrumentation, fp32, x);
+  }
+  EXPECT_EQ(elsewhere.recorded_calls(), 0);
+}
+
+TEST(OpIslandsTest, AnEntryWithAnOpSelectsThatOpAtItsModulesOwnLevelOnly) {
+  DtypePolicy policy = Fp16Emulated();
+  policy.fp32_modules = {"denoiser.blocks.*.attn:aten::*matmul", "decoder"};
+  EXPECT_TRUE(MatchesOpIsland(policy, "denoiser.blocks.0.attn", "aten::matmul"));
+  EXPECT_FALSE(MatchesOpIsland(policy, "denoiser.blocks.0.attn.q", "aten::matmul"));
+  EXPECT_FALSE(MatchesOpIsland(policy, "denoiser.blocks.0.attn", "aten::softmax"));
+  EXPECT_FALSE(policy.InFp32Module("denoiser.blocks.0.attn"));  // module islands ignore it
+  EXPECT_TRUE(InFp32Op(policy, "decoder.up", "aten::add"));     // inside a module island
+  EXPECT_EQ(ModuleOfIslandEntry("denoiser:aten::softmax"), "denoiser");
+  // A policy file accepts it as it is.
+  StatusOr<PolicySet> set = PresetsAndPoliciesOf(
+      "[policy.islands]\nbased_on = \"fp16-emulated\"\nstorage = \"fp32\"\ncompute = \"fp32\"\n"
+      "emulate_fp16 = true\nfp32_modules = [\"denoiser:aten::softmax\"]\n",
+      "mine.toml");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+}
+
+// m: logits = x x^T (about 4e5 for |x| = 300: Inf in FP16), then softmax over them.
+TEST(OpIslandsTest, KeepsAnOverflowingProductInFp32UpToItsIslandConsumer) {
+  jit::Module root("Attention");
+  root.define(R"JIT(
+def forward(self, x):
+    logits = torch.matmul(x, x.t())
+    return torch.softmax(logits, -1)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = torch::full({2, 4}, 300.0);
+  auto run = [&](const std::vector<std::string>& islands) {
+    DtypePolicy policy = Fp16Emulated();
+    policy.fp32_modules = islands;
+    PackageObserver inner(policy, true);
+    OpIslandObserver observer(policy, inner, ModuleObserver(), 0);
+    return Forward(root, *instrumentation, observer, x);
+  };
+  EXPECT_TRUE(run({}).isnan().any().item<bool>());
+  // The product alone in FP32: its consumer, outside any island, takes it in FP16.
+  EXPECT_TRUE(run({"m:aten::matmul"}).isnan().any().item<bool>());
+  const at::Tensor both = run({"m:aten::matmul", "m:aten::softmax"});
+  EXPECT_TRUE(at::allclose(both, torch::softmax(torch::matmul(x, x.t()), -1)));
+}
+
+}  // namespace
+}  // namespace framegate

@@ -1,0 +1,76 @@
+#include "pipelines/op_islands.h"
+
+#include <fnmatch.h>
+
+namespace framegate {
+namespace {
+
+bool IsReducedFloat(const at::Tensor& t) {
+  return t.defined() && (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
+}
+
+}  // namespace
+
+bool IsOpIslandEntry(const std::string& entry) { return entry.find(':') != std::string::npos; }
+
+std::string OpIslandEntry(const std::string& path, const std::string& op) { return path + ":" + op; }
+
+std::string ModuleOfIslandEntry(const std::string& entry) { return entry.substr(0, entry.find(':')); }
+
+bool MatchesOpIsland(const DtypePolicy& policy, const std::string& path, const std::string& op) {
+  for (const std::string& entry : policy.fp32_modules) {
+    const size_t colon = entry.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string path_glob = entry.substr(0, colon), op_glob = entry.substr(colon + 1);
+    if (fnmatch(path_glob.c_str(), path.c_str(), 0) == 0 && fnmatch(op_glob.c_str(), op.c_str(), 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool InFp32Op(const DtypePolicy& policy, const std::string& path, const std::string& op) {
+  return policy.InFp32Module(path) || MatchesOpIsland(policy, path, op);
+}
+
+bool HasOpIslands(const DtypePolicy& policy) {
+  for (const std::string& entry : policy.fp32_modules) {
+    if (IsOpIslandEntry(entry)) return true;
+  }
+  return false;
+}
+
+bool OpIslandObserver::IsIslandOp(const std::string& path, const GraphSite& site) const {
+  return site.kind == GraphSite::Kind::kOp && !policy_.InFp32Module(path) &&
+         MatchesOpIsland(policy_, path, site.op);
+}
+
+bool OpIslandObserver::IsIslandOutput(const at::Tensor& value) const {
+  return island_impls_.count(value.unsafeGetTensorImpl()) > 0;
+}
+
+at::Tensor OpIslandObserver::Before(const std::string& path, const GraphSite& site, int input_index,
+                                    const at::Tensor& value) {
+  if (!active_) return inner_.Before(path, site, input_index, value);
+  if (IsIslandOp(path, site)) return IsReducedFloat(value) ? value.to(at::kFloat) : value;
+  const std::string consumer =
+      site.kind == GraphSite::Kind::kOp ? path : (path.empty() ? site.callee : path + "." + site.callee);
+  at::Tensor in = value;
+  if (IsIslandOutput(value) && !policy_.InFp32Module(consumer) && value.scalar_type() == at::kFloat) {
+    in = policy_.emulate_fp16 ? value.to(at::kHalf).to(at::kFloat) : value.to(policy_.compute);
+  }
+  return inner_.Before(path, site, input_index, in);
+}
+
+at::Tensor OpIslandObserver::After(const std::string& path, const GraphSite& site, int output_index,
+                                   const at::Tensor& value) {
+  if (!active_ || !IsIslandOp(path, site)) return inner_.After(path, site, output_index, value);
+  if (value.defined() && value.is_floating_point()) {
+    island_outputs_.push_back(value);
+    island_impls_.insert(value.unsafeGetTensorImpl());
+    if (watch_) watch_(ModuleOutput{path, ModuleKind::kOther, step_, value, site.op.c_str()});
+  }
+  return value;
+}
+
+}  // namespace framegate

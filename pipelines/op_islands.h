@@ -1,0 +1,77 @@
+// Op-level FP32 islands: the ops that run at a module's own level (in its forward body,
+// not in a submodule) kept in FP32, for a package whose overflowing op has no submodule
+// of its own (an attention written inline in a block's forward, or at the root path,
+// where a module island would be the whole denoiser).
+//
+// An fp32_modules entry "PATH:OP" selects op OP at module PATH's own level: PATH is a
+// glob over module paths as for module islands ("denoiser", "denoiser.blocks.*.attn"), OP
+// a glob over op names ("aten::softmax", "aten::*matmul"); the first ':' separates them
+// (module paths have none). Module islands never match such an entry
+// (DtypePolicy::InFp32Module compares whole paths, which hold no ':'), so the reference
+// model, which has no op sites, ignores it.
+//
+// What an op island does (OpIslandObserver, for model packages): the op's reduced-float
+// inputs are cast to float32 and it computes in FP32 (with FP32 accumulation); its output
+// stays float32, unrounded, until a consumer outside any island takes it: there it is
+// cast back to the compute dtype (rounded through float16 under FP16 emulation), as an
+// autocast FP32 op's output is cast by the op that consumes it. So "PATH:aten::matmul"
+// and "PATH:aten::softmax" together keep attention logits in FP32 up to the softmax.
+// A view of an island output that is not the output itself reaches its consumer
+// unconverted.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "pipelines/dtype_policy.h"
+#include "pipelines/graph_instrumentation.h"
+#include "pipelines/layers.h"
+
+namespace framegate {
+
+// Whether `entry` is an op island ("PATH:OP"); false for a module glob.
+bool IsOpIslandEntry(const std::string& entry);
+// "denoiser.blocks.0.attn" + "aten::softmax" -> "denoiser.blocks.0.attn:aten::softmax".
+std::string OpIslandEntry(const std::string& path, const std::string& op);
+// The module path of an entry: "a.b:aten::mm" -> "a.b"; a module glob is its own path.
+std::string ModuleOfIslandEntry(const std::string& entry);
+// Whether an op island entry of `policy` selects op `op` at module `path`'s own level.
+bool MatchesOpIsland(const DtypePolicy& policy, const std::string& path, const std::string& op);
+// Whether op `op` at `path` computes in FP32 under `policy`: an op island selects it, or
+// `path` is inside a module island.
+bool InFp32Op(const DtypePolicy& policy, const std::string& path, const std::string& op);
+// Whether `policy` has any op island entry.
+bool HasOpIslands(const DtypePolicy& policy);
+
+// A GraphObserver that applies a policy's op islands around `inner` (the package
+// observer): island ops skip `inner` entirely (no rounding, no reduced accumulation),
+// and their outputs are converted where a non-island node consumes them. With no op
+// island it passes everything to `inner` unchanged. One per forward; not thread-safe.
+class OpIslandObserver : public GraphObserver {
+ public:
+  // `watch` (may be empty) sees each island op's output, unrounded, at sampler `step`, as
+  // `inner` shows other op outputs to the model's ModuleObserver (NaN localisation).
+  OpIslandObserver(const DtypePolicy& policy, GraphObserver& inner, const ModuleObserver& watch, int step)
+      : policy_(policy), inner_(inner), watch_(watch), step_(step), active_(HasOpIslands(policy)) {}
+
+  at::Tensor Before(const std::string& path, const GraphSite& site, int input_index,
+                    const at::Tensor& value) override;
+  at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
+                   const at::Tensor& value) override;
+
+ private:
+  bool IsIslandOp(const std::string& path, const GraphSite& site) const;
+  bool IsIslandOutput(const at::Tensor& value) const;
+
+  const DtypePolicy& policy_;
+  GraphObserver& inner_;
+  const ModuleObserver& watch_;
+  int step_;
+  bool active_;
+  std::vector<at::Tensor> island_outputs_;  // kept alive: their impls identify them
+  std::unordered_set<const void*> island_impls_;
+};
+
+}  // namespace framegate

@@ -1,0 +1,55 @@
+#include "runners/error_producer.h"
+
+#include <cmath>
+
+#include "pipelines/module_shadow.h"
+
+namespace framegate {
+
+std::set<int> ProducerProbeSteps(int steps) {
+  std::set<int> probed = {-1};
+  if (steps > 0) probed.insert({0, steps / 2, steps - 1});
+  return probed;
+}
+
+StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models) {
+  ErrorProducer producer;
+  if (spec.model_dir.empty()) {
+    producer.note = "the reference model has no per-op hooks: the producer is not localised";
+    return producer;
+  }
+  const std::set<int> probed = ProducerProbeSteps(steps);
+  PipelineSpec fp32 = spec;
+  fp32.policy = Fp32Policy();
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, probed, fp32.policy);
+  {
+    const ModuleShadow::ActiveScope scope(recorded);
+    StatusOr<PipelineOutcome> run = RunPipeline(fp32, nullptr, nullptr, models);
+    if (!run.ok()) return run.status();
+    if (run->kind != RunEnd::kFinished) {
+      producer.note = "the FP32 run did not finish: the producer is not localised";
+      return producer;
+    }
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, probed, spec.policy, &recorded);
+  {
+    const ModuleShadow::ActiveScope scope(compared);
+    StatusOr<PipelineOutcome> run = RunPipeline(spec, nullptr, nullptr, models);
+    if (!run.ok()) return run.status();
+  }
+  const std::vector<IsolatedError> errors = compared.Errors();
+  if (errors.empty() || errors.front().Excess() <= 0) {
+    producer.note = "no op makes an error beyond its precision's: the producer is not localised";
+    return producer;
+  }
+  const IsolatedError& top = errors.front();
+  producer.found = true;
+  producer.module = top.module;
+  producer.op = top.op;
+  producer.isolated_error = top.error;
+  producer.predicted_error = top.predicted;
+  if (recorded.truncated()) producer.note = "only part of the probed steps was recorded (memory cap)";
+  return producer;
+}
+
+}  // namespace framegate

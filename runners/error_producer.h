@@ -1,0 +1,26 @@
+// Naming the place of a finite failure (FAIL, BROKEN_FRAMES): the op whose isolated
+// error most exceeds what its compute dtype predicts (pipelines/module_shadow.h).
+// Two more runs of the cell's pipeline: FP32, recording every op's inputs and outputs at
+// the probed steps, then the policy, each op fed the recorded FP32 inputs.
+#pragma once
+
+#include <set>
+
+#include "harness/cell_result.h"
+#include "harness/status.h"
+#include "pipelines/pipeline_run.h"
+
+namespace framegate {
+
+// The steps probed for a sampler of `steps` steps: the first, the middle, the last and
+// the decode (-1).
+std::set<int> ProducerProbeSteps(int steps);
+
+// The producer for `spec`'s pipeline under its policy. A reference model (no per-op
+// hooks) gets found = false and a note saying the producer is not localised; so does a
+// run that ends before the probed steps (the note says why). A Status only for bad input
+// (a broken package). With `models`, models are taken from and given back to that cache.
+StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
+                                            ModelCache* models = nullptr);
+
+}  // namespace framegate

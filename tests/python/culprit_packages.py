@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes two tiny TorchScript model packages with a planted defect whose culprit is
+smaller than the module where its damage shows, for tests/python/test_culprit_advice.py.
+
+  culprit_packages.py OUT_DIR
+
+  cancel-shift   denoiser.blocks.0.shift computes (h + 2048) - 2048: exact in FP32, but in
+                 BF16 the sum keeps 16 units and FP16 2 units of h's ~1: a finite FAIL whose
+                 error is MADE by that aten::sub and carried by every module after it.
+  root-logits    the denoiser's own forward (path "denoiser") computes attention logits
+                 q k^T of about 3e5: finite in FP32 and BF16, Inf in FP16, then NaN after
+                 the softmax; no submodule holds the matmul or the softmax, so only op
+                 islands ("denoiser:aten::matmul") cover them short of the whole denoiser.
+"""
+import os
+import sys
+
+if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
+    os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+MANIFEST = """name = "{name}"
+
+[latent]
+channels = 4
+frames = 2
+height = 8
+width = 8
+
+[cond]
+tokens = 4
+dim = 8
+
+[sampler]
+kind = "ddim"
+steps = 4
+guidance = 1.0
+"""
+
+
+class Shift(nn.Module):
+    def forward(self, h):
+        return (h + 2048.0) - 2048.0
+
+
+class Block(nn.Module):
+    def __init__(self, shift: bool):
+        super().__init__()
+        self.mix = nn.Conv3d(8, 8, 1)
+        self.shift = Shift() if shift else nn.Identity()
+
+    def forward(self, h):
+        return h + 0.5 * torch.tanh(self.mix(self.shift(h)))
+
+
+class CancelDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.blocks = nn.ModuleList([Block(True), Block(False)])
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.conv_out(h)
+
+
+class RootLogitsDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.to_q = nn.Linear(4, 4)
+        self.to_k = nn.Linear(8, 4)
+        self.to_v = nn.Linear(8, 4)
+        self.proj = nn.Linear(4, 4)
+        with torch.no_grad():
+            self.to_q.weight.mul_(300.0)
+            self.to_k.weight.mul_(300.0)
+            self.to_q.bias.fill_(100.0)
+            self.to_k.bias.fill_(100.0)
+
+    def forward(self, x, t, cond):
+        b, c, f, hh, ww = x.shape
+        tokens = x.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, c)
+        q = self.to_q(tokens)
+        k = self.to_k(cond)
+        logits = torch.matmul(q, k.transpose(1, 2))
+        probs = torch.softmax(logits, -1)
+        out = self.proj(torch.matmul(probs, self.to_v(cond))) * 0.01 + tokens * 0.1
+        return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(4, 3, 1)
+
+    def forward(self, z):
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(self.conv(up))
+
+
+def write(out_dir, name, denoiser):
+    path = os.path.join(out_dir, name)
+    os.makedirs(path, exist_ok=True)
+    torch.manual_seed(7)
+    decoder = Decoder().eval()
+    for m in (denoiser, decoder):
+        for p in m.parameters():
+            p.requires_grad_(False)
+    torch.jit.script(denoiser.eval()).save(os.path.join(path, "denoiser.pt"))
+    torch.jit.script(decoder).save(os.path.join(path, "decoder.pt"))
+    with open(os.path.join(path, "model.toml"), "w") as f:
+        f.write(MANIFEST.format(name=name))
+
+
+def main():
+    out_dir = sys.argv[1]
+    torch.manual_seed(3)
+    write(out_dir, "cancel-shift", CancelDenoiser())
+    torch.manual_seed(5)
+    write(out_dir, "root-logits", RootLogitsDenoiser())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Where a failure is made, and an advisor that stops there: the real `framegate` binary on
+two packages whose culprit is smaller than the module where the damage shows
+(tests/python/culprit_packages.py):
+- a finite FAIL names the op that MAKES the error (its isolated error against what its
+  precision predicts), not the modules that carry it; the JSON and the store keep it;
+- `advise` returns the culprit's own island: an op at the root path is covered by op
+  islands ("denoiser:aten::matmul"), not by "*" or the whole denoiser, and the policy it
+  prints, pasted into a matrix, passes."""
+import json
+import os
+import pathlib
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+FRAMEGATE = os.environ.get("FRAMEGATE_BIN")
+pytestmark = pytest.mark.skipif(not FRAMEGATE, reason="FRAMEGATE_BIN is not set (run through ctest)")
+MAKE = pathlib.Path(__file__).resolve().parent / "culprit_packages.py"
+
+
+def run(*args, cwd=None):
+    return subprocess.run([FRAMEGATE, *map(str, args), "--threads", "1"], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    root = tmp_path_factory.mktemp("culprits")
+    subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
+    for name in ("cancel-shift", "root-logits"):
+        r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
+        assert r.returncode == 0, r.stderr
+    return root
+
+
+def test_a_finite_fail_names_the_op_that_makes_the_error_not_the_modules_that_carry_it(packages, tmp_path):
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "cancel-shift", "--policy", "fp32,bf16", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    cells = {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
+    assert cells["fp32"]["status"] == "PASS" and cells["fp32"]["producer"] is None
+    bf16 = cells["bf16"]
+    assert bf16["status"] == "FAIL", bf16["reason"]
+    producer = bf16["producer"]
+    assert producer["found"] and producer["module"] == "denoiser.blocks.0.shift", producer
+    assert producer["op"] == "aten::sub"
+    assert producer["predicted_error"] == 2 ** -8
+    assert producer["isolated_error"] > 10 * producer["predicted_error"]
+    assert "error made in: denoiser.blocks.0.shift (aten::sub): isolated error" in r.stdout
+
+
+def test_advise_widens_the_producer_to_its_own_module_and_the_store_keeps_it(packages, tmp_path):
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", packages / "cancel-shift", "--policy", "bf16", "--golden-dir",
+            packages / "goldens", "--json", out, "--db", tmp_path / "advise.db")
+    assert r.returncode == 0, r.stdout + r.stderr
+    advice = json.loads(out.read_text())
+    assert advice["status_before"] == "FAIL" and advice["status_after"] == "PASS"
+    assert advice["culprit"] == "denoiser.blocks.0.shift (aten::sub)"
+    # The op alone in FP32 still takes its input rounded to BF16: its module is the island.
+    assert advice["islands"] == ["denoiser.blocks.0.shift"], advice["runs"]
+    assert advice["fp32_weight_fraction"] == 0
+    assert "error made in: denoiser.blocks.0.shift (aten::sub)" in r.stdout
+    with sqlite3.connect(tmp_path / "advise.db") as db:
+        assert db.execute("SELECT producer_module, producer_op FROM cells").fetchall() == [
+            ("denoiser.blocks.0.shift", "aten::sub")]
+
+
+def test_advise_keeps_ops_at_the_root_in_fp32_not_the_whole_denoiser(packages, tmp_path):
+    package = packages / "root-logits"
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", package, "--policy", "fp16-emulated", "--golden-dir", packages / "goldens",
+            "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    advice = json.loads(out.read_text())
+    assert advice["status_before"] == "NONFINITE" and advice["status_after"] == "PASS"
+    assert advice["culprit"] == "denoiser (aten::matmul)"
+    assert advice["islands"] == ["denoiser:aten::matmul", "denoiser:aten::softmax"], advice["runs"]
+    assert advice["fp32_weight_fraction"] == 0
+    assert all(run_["islands"] != ["*"] for run_ in advice["runs"])
+    matrix = tmp_path / "mine.toml"
+    matrix.write_text(f"""name = "mine"
+[axes]
+pipelines = ["{package}"]
+devices = ["cpu"]
+policies = ["fp16-emulated", "{advice['policy_name']}"]
+seeds = [0]
+
+{advice['policy_toml']}""")
+    runs = tmp_path / "run.json"
+    r = run("run", matrix, "--golden-dir", packages / "goldens", "--db", tmp_path / "fg.db", "--json", runs,
+            cwd=tmp_path)
+    cells = {c["policy"]: c["status"] for c in json.loads(runs.read_text())["cells"]}
+    assert cells == {"fp16-emulated": "NONFINITE", advice["policy_name"]: "PASS"}
+
+
+def test_advise_says_no_island_within_the_share_instead_of_returning_the_whole_model(packages, tmp_path):
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", packages / "cancel-shift", "--policy", "bf16", "--golden-dir",
+            packages / "goldens", "--json", out, "--max-share", "0")
+    # The culprit's island holds no weight: 0% is enough.
+    assert r.returncode == 0, r.stdout + r.stderr
+    made = run("golden", "make", "--size", "tiny", "--fault", "attn-overflow", "--golden-dir", tmp_path / "goldens")
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "reference.json"
+    r = run("advise", "--size", "tiny", "--fault", "attn-overflow", "--policy", "fp16-emulated",
+            "--golden-dir", tmp_path / "goldens", "--json", out, "--max-share", "0")
+    assert r.returncode == 1, r.stdout + r.stderr
+    advice = json.loads(out.read_text())
+    assert advice["islands"] == [] and "no island of at most 0.0% of the weights" in advice["note"]
