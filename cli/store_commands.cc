@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/output_file.h"
+#include "reports/json_report.h"
 #include "store/cell_history.h"
 #include "store/db_check.h"
 #include "store/regressions.h"
@@ -107,6 +108,30 @@ int RunDbTestWrite(const std::string& path, const TestWriteOptions& o) {
   return finished.ok() ? kExitOk : ReportError(finished);
 }
 
+// Test and benchmark only (hidden): records each run.json (`run --json`'s format) through
+// the store's write path, as `framegate run` would have: the run, its devices, its cells
+// in one transaction, then its final state. bench/alert_quality.py builds its nightly
+// histories this way.
+int RunDbTestImport(const std::string& path, const std::vector<std::string>& files) {
+  StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(path);
+  if (!store.ok()) return ReportError(store.status());
+  for (const std::string& file : files) {
+    StatusOr<RunRecord> run = ReadJsonReport(file);
+    if (!run.ok()) return ReportError(run.status());
+    RunInfo begun = run->info;
+    begun.state = "running";
+    begun.finished_at.clear();
+    Status status = (*store)->BeginRun(begun, run->devices);
+    if (status.ok()) status = (*store)->RecordCells(run->info.run_id, run->cells);
+    if (status.ok() && run->info.state != "running") {
+      status = (*store)->FinishRun(run->info.run_id, run->info.state, run->info.finished_at);
+    }
+    if (!status.ok()) return ReportError(status);
+  }
+  std::cout << "imported " << files.size() << " run" << (files.size() == 1 ? "" : "s") << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 Command AddDbCommand(CLI::App& parent) {
@@ -130,8 +155,14 @@ Command AddDbCommand(CLI::App& parent) {
   test_write->add_option("--device", write->device);
   test_write->add_flag("--handshake", write->handshake);
   test_write->add_flag("--finish", write->finish);
+  auto imports = std::make_shared<std::vector<std::string>>();
+  CLI::App* test_import = app->add_subcommand("test-import", "Test only: record run.json files");
+  test_import->group("");  // hidden from --help
+  AddDbOption(test_import, path.get());
+  test_import->add_option("RUN_JSON", *imports, "run.json files (run --json)")->required();
   return {app, [=]() {
             if (test_write->parsed()) return RunDbTestWrite(*path, *write);
+            if (test_import->parsed()) return RunDbTestImport(*path, *imports);
             if (migrate->parsed()) return RunDbMigrate(*path);
             return RunDbCheck(*path);
           }};
