@@ -300,6 +300,22 @@ constexpr const char* kMigrateV4ToV5 = R"sql(
 ALTER TABLE runs ADD COLUMN argv TEXT NOT NULL DEFAULT '[]';
 )sql";
 
+// v5 -> v6, the regression-alerts migration (issue 24; renumber freely at a merge):
+// runs.fingerprint, the run's environment beyond its columns (JSON object: build flags,
+// compiler, CPU ISA, ...; older runs '{}'), and accepted_changes, the re-baselinings of
+// `regressions --accept` (cell_id '*' = every cell) with who, when and why.
+constexpr const char* kMigrateRegressionAlerts = R"sql(
+ALTER TABLE runs ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE accepted_changes (
+  id INTEGER PRIMARY KEY,
+  cell_id TEXT NOT NULL,
+  since_run TEXT NOT NULL,
+  since_started_at TEXT NOT NULL,
+  accepted_at TEXT NOT NULL,
+  accepted_by TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '');
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -346,10 +362,12 @@ Status MigrateV3ToV4(SqliteDb& db) { return db.Exec(kMigrateV3ToV4); }
 
 Status MigrateV4ToV5(SqliteDb& db) { return db.Exec(kMigrateV4ToV5); }
 
+Status MigrateRegressionAlerts(SqliteDb& db) { return db.Exec(kMigrateRegressionAlerts); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4,
-                                    MigrateV4ToV5};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3,
+                                    MigrateV3ToV4, MigrateV4ToV5, MigrateRegressionAlerts};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

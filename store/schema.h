@@ -11,6 +11,8 @@
 //              cell_results view with the error and non-finite module columns
 //   version 5: runs.argv, the run's options as a JSON array of strings (what --resume
 //              restores)
+//   version 6: the regression-alerts migration: runs.fingerprint (the run's environment
+//              as JSON) and accepted_changes (`regressions --accept`)
 // A new file goes through every step from 0, so a fresh database and a migrated one are
 // the same schema by construction.
 #pragma once
@@ -22,7 +24,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 5;
+constexpr int kStoreSchemaVersion = 6;
 
 // The version stored in the file, >= 0. Corrupt (naming the file) when it is not an
 // SQLite database, an SQLite database with tables but no framegate version (someone
