@@ -20,11 +20,11 @@ Histories ("worlds"), 40 nights each, one day apart; nights 0-9 are history only
   injected-N    the same, each series with one change (below) from a night t0 drawn in
                 18..28 (creeping: 14..22), or none;
   environment   the run's fingerprint changes at night 25 (LibTorch and BLAS; in the
-                second, the GPU driver) and a third of the series move +25%, a third -15%.
+                second, the GPU driver) and a third of the series move +50%, a third -30%.
 Kinds (target: alert = a confirmed regression is the right answer):
   latency +2/+5/+10/+20/+50/+100%, creeping +1%/night x 10, rel_l2 +10% / x2, min PSNR -0.5 /
   -3 dB, status FAIL from t0: alert;  latency -20% (improvement), one-night outliers
-  (+30%, +100% latency; one FAIL), flaky (FAIL with p = 0.4 each night from t0), none:
+  (+30%, +100% latency; one FAIL), flaky (FAIL with p = 0.4 every night), none:
   no alert;  environment: labelled environment, never a regression.
 Scoring per series: an alert episode starts on a night the series alerts and did not the
 night before. Episodes from t0 on are true on an alert kind, every other episode is false.
@@ -121,8 +121,10 @@ class World:
                     choices = [k for k in kinds if numeric_ok or k not in NUMERIC]
                     kind = rng.choice(choices)
                     t0 = rng.randint(14, 22) if kind.startswith("creeping") else rng.randint(18, 28)
+                    if kind == "flaky":
+                        t0 = 0  # a flaky cell is flaky all along
                 if env:
-                    kind, t0 = ["environment +25%", "environment -15%", "environment, no effect"][c % 3], ENV_NIGHT
+                    kind, t0 = ["environment +50%", "environment -30%", "environment, no effect"][c % 3], ENV_NIGHT
                 values = []
                 for t in range(NIGHTS):
                     night = fixture["nights"][draws[r][t % len(draws[r])]]
@@ -130,7 +132,7 @@ class World:
                          "min_psnr": night["min_psnr"][c], "mean_ssim": night["mean_ssim"][c],
                          "rel_l2": night["rel_l2"][c]}
                     if env and t >= t0 and "no effect" not in kind:
-                        s = 0.25 if "+25" in kind else -0.15
+                        s = 0.5 if "+50" in kind else -0.3
                         v["repeats"] = [x * (1 + s) for x in v["repeats"]]
                     else:
                         apply_kind(kind, t, t0, v, rng)

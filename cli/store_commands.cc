@@ -4,6 +4,7 @@
 // conflict is exit 1. docs/store.md describes them.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -12,6 +13,7 @@
 #include "reports/json_report.h"
 #include "store/cell_history.h"
 #include "store/db_check.h"
+#include "store/regression_accept.h"
 #include "store/regressions.h"
 #include "store/result_store.h"
 #include "store/run_compare.h"
@@ -276,28 +278,70 @@ Command AddCompareCommand(CLI::App& parent) {
           }};
 }
 
+// `regressions --accept CELL|--all --since RUN --reason TEXT [--by NAME]`: records the
+// re-baselining and says so; exit 0.
+int RunAccept(const std::string& db, Acceptance a) {
+  StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(db);
+  if (!store.ok()) return ReportError(store.status());
+  if (a.since_run.empty()) return ReportError(Status::InvalidInput(db + ": --accept needs --since RUN"));
+  if (a.accepted_by.empty()) {
+    const char* user = std::getenv("USER");
+    a.accepted_by = user != nullptr ? user : "";
+  }
+  a.accepted_at = NowIso8601();
+  StatusOr<Acceptance> recorded = RecordAcceptance((*store)->db(), a);
+  if (!recorded.ok()) return ReportError(recorded.status());
+  std::cout << "accepted " << (a.cell_id == kAcceptAllCells ? "every cell" : "cell " + a.cell_id)
+            << " from run " << recorded->since_run << " (" << recorded->since_started_at << ") by "
+            << (recorded->accepted_by.empty() ? "(unknown)" : recorded->accepted_by) << ": "
+            << recorded->reason << "; later nights are judged against that level\n";
+  return kExitOk;
+}
+
 Command AddRegressionsCommand(CLI::App& parent) {
   CLI::App* app =
       parent.add_subcommand("regressions",
-                            "Sustained regressions, step changes and flaky cells across the history "
-                            "(exit 1 on a regression)");
+                            "Confirmed regressions, improvements, environment changes and flaky cells "
+                            "across the history (exit 1 on a confirmed regression)");
   struct Options {
     std::string db = kDefaultDb;
     RegressionOptions regressions;
     std::string json_path;  // --json FILE ("-": stdout)
+    Acceptance accept;
+    bool accept_all = false;
   };
   auto o = std::make_shared<Options>();
   AddDbOption(app, &o->db);
   app->add_option("--since", o->regressions.since,
-                  "First day of the window, YYYY-MM-DD (default: 14 days before the newest run)");
+                  "First day of the window, YYYY-MM-DD (default: 14 days before the newest run); with "
+                  "--accept: the RUN id the accepted change starts at");
   app->add_option("--baseline", o->regressions.baseline, "last-good, a run id or a tag")
       ->capture_default_str();
   app->add_option("--min-effect", o->regressions.min_effect,
-                  "Smallest relative latency / rel_l2 change that counts")
+                  "Smallest relative latency change that counts (the series' own noise decides above it)")
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
+  app->add_option("--confirm", o->regressions.confirm_values,
+                  "Nights a latency or metric change must hold to be confirmed (status: 2 failing in a row)")
+      ->check(CLI::Range(1, 30))
+      ->capture_default_str();
+  app->add_option("--fdr", o->regressions.fdr, "False discovery rate across all series and tracks")
+      ->check(CLI::Range(1e-12, 0.5))
+      ->capture_default_str();
+  CLI::Option* accept = app->add_option("--accept", o->accept.cell_id,
+                                        "Re-baseline: the change of CELL_ID from --since RUN is intended");
+  CLI::Option* all =
+      app->add_flag("--all", o->accept_all, "With --accept semantics, for every cell")->excludes(accept);
+  app->add_option("--reason", o->accept.reason, "Why the change is intended (stored)");
+  app->add_option("--by", o->accept.accepted_by, "Who accepts it (default: $USER)");
   AddOutputFileOption(app, "--json", &o->json_path, "Write the regressions as JSON");
   return {app, [=]() {
+            if (accept->count() > 0 || all->count() > 0) {
+              Acceptance a = o->accept;
+              if (o->accept_all) a.cell_id = kAcceptAllCells;
+              a.since_run = o->regressions.since;
+              return RunAccept(o->db, a);
+            }
             StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(o->db);
             if (!store.ok()) return ReportError(store.status());
             StatusOr<RegressionReport> r = FindRegressions(**store, o->regressions);

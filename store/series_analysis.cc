@@ -88,4 +88,50 @@ std::vector<int> StepChanges(const std::vector<double>& x, double sigma, double 
   return steps;
 }
 
+Shift NewestShift(const std::vector<double>& x, double sigma, const ShiftRule& rule) {
+  Shift best;
+  const int n = static_cast<int>(x.size());
+  std::vector<double> before;
+  for (int start = n - rule.confirm; start >= rule.min_before; --start) {
+    before.assign(x.begin() + std::max(0, start - rule.max_before), x.begin() + start);
+    const double level = Median(before);
+    const double point_bound =
+        std::max(rule.point_sigmas * std::max(sigma, SampleStddev(before)), rule.floor);
+    if (!(x[static_cast<size_t>(start)] - level > point_bound)) {
+      // This point is not above the old level: no shift can start at or before it while
+      // including it, but an older start has another level; keep looking.
+      continue;
+    }
+    bool all_above = true;
+    for (int i = start + 1; i < n && all_above; ++i)
+      all_above = x[static_cast<size_t>(i)] - level > point_bound;
+    if (!all_above) continue;
+    const double after = Mean(x, start, n);
+    if (!(after - level > rule.floor)) continue;
+    const double na = n - start, nb = static_cast<double>(before.size());
+    // The noise: the larger of the series' robust estimate and the spread of the before
+    // segment itself (heavy-tailed load noise that the median difference understates).
+    const double noise = std::max(sigma, SampleStddev(before));
+    const double se = noise * std::sqrt(1 / na + (M_PI / 2) / nb);
+    const double z = se > 0 ? (after - level) / se : INFINITY;
+    if (best.found() && z < best.z) continue;  // ties (noiseless series): the longest segment
+    best = {start, level, after, z, se > 0 ? 0.5 * std::erfc(z / std::sqrt(2.0)) : 0.0};
+  }
+  return best;
+}
+
+std::vector<double> BenjaminiHochberg(const std::vector<double>& p, size_t m) {
+  std::vector<size_t> order(p.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  const double tests = static_cast<double>(std::max(m, p.size()));
+  std::vector<double> adjusted(p.size(), 1.0);
+  double running = 1.0;  // q_(k) = min over j >= k of p_(j) m / j
+  for (size_t k = order.size(); k >= 1; --k) {
+    running = std::min(running, p[order[k - 1]] * tests / static_cast<double>(k));
+    adjusted[order[k - 1]] = running;
+  }
+  return adjusted;
+}
+
 }  // namespace framegate
