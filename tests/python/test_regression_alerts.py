@@ -112,3 +112,19 @@ def test_accept_bad_input_stores_nothing(tmp_path):
                    "'0000' is not a cell id")
     one_line_error(run("regressions", "--db", db, "--accept", cell, "--since", "night-1"), "needs a --reason")
     assert sql(db, "SELECT count(*) FROM accepted_changes") == [(0,)]
+
+
+def test_test_import_records_a_run_json_through_the_store(tmp_path):
+    # bench/alert_quality.py builds its histories this way: run.json in, the same run out.
+    db, _ = history(tmp_path, nights=1)
+    exported = tmp_path / "run.json"
+    r = run("report", "night-0", "--db", db, "--json", exported)
+    assert r.returncode == 0, r.stderr
+    copy = tmp_path / "copy.db"
+    r = run("db", "test-import", "--db", copy, exported)
+    assert r.returncode == 0 and "imported 1 run" in r.stdout, r.stderr
+    columns = "run_id, cell_id, status, latency_median_s"
+    assert sql(copy, f"SELECT {columns} FROM cells ORDER BY cell_id") == \
+        sql(db, f"SELECT {columns} FROM cells ORDER BY cell_id")
+    assert sql(copy, "SELECT state FROM runs") == [("finished",)]
+    one_line_error(run("db", "test-import", "--db", copy, tmp_path / "missing.json"), "missing.json")
