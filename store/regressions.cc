@@ -282,10 +282,8 @@ class SeriesJudge {
     rule.floor = std::max(relative * level, track.floor_absolute);
     if (!(hi - lo > rule.floor)) return;  // most series: nothing moved
     const double sigma = NoiseSigma(x);
-    Shift worse = NewestShift(x, sigma, rule);
-    std::vector<double> negated(x.size());
-    for (size_t i = 0; i < x.size(); ++i) negated[i] = -x[i];
-    Shift better = NewestShift(negated, sigma, rule);
+    Shift worse, better;
+    NewestShifts(x, sigma, rule, &worse, &better);
     const bool is_worse = worse.found() && (!better.found() || worse.z >= better.z);
     if (!is_worse && !better.found()) {
       if (!JudgePending(s, points, x, at, track, sigma, rule, flags)) {
@@ -338,6 +336,10 @@ class SeriesJudge {
     rule.relative = track.relative < 0 ? options_.min_effect : track.relative;
     rule.absolute = track.absolute;
     rule.sigma = sigma;
+    // A creeping change moves the series by more than the threshold between two of its
+    // values: a smaller spread can flag nothing (most series; skips the segmentation).
+    const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+    if (!(*hi - *lo > rule.Threshold(std::min(std::fabs(*lo), std::fabs(*hi))))) return;
     const double floor = std::max(track.step_relative * std::fabs(Median(x)), track.step_absolute);
     // The classic (not robust) spread of the run-to-run differences without the two
     // largest (the steps a creeping change is made of): heavy-tailed load noise makes the

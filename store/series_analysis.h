@@ -73,6 +73,10 @@ struct Shift {
   bool found() const { return start >= 0; }
 };
 Shift NewestShift(const std::vector<double>& x, double sigma, const ShiftRule& rule);
+// Both directions in one pass: *worse as NewestShift(x), *better as NewestShift(-x)
+// (its before/after in the negated orientation).
+void NewestShifts(const std::vector<double>& x, double sigma, const ShiftRule& rule, Shift* worse,
+                  Shift* better);
 
 // Benjamini-Hochberg adjusted p-values (q-values) of `p`, out of m tests (m >= p.size():
 // the tests that found no candidate count with p = 1). Those <= q are the discoveries at
