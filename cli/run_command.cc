@@ -88,6 +88,7 @@ RunInfo NewRunInfo(const std::string& tags, const std::string& command, const Bu
   info.framegate_version = build.framegate_version;
   info.libtorch_version = build.libtorch_version;
   info.blas = build.blas;
+  info.fingerprint = RunFingerprintJson(build, DetectCpu());
   info.tags = tags;
   info.command = command;
   return info;

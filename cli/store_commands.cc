@@ -4,13 +4,16 @@
 // conflict is exit 1. docs/store.md describes them.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
 #include "cli/output_file.h"
+#include "reports/json_report.h"
 #include "store/cell_history.h"
 #include "store/db_check.h"
+#include "store/regression_accept.h"
 #include "store/regressions.h"
 #include "store/result_store.h"
 #include "store/run_compare.h"
@@ -107,6 +110,30 @@ int RunDbTestWrite(const std::string& path, const TestWriteOptions& o) {
   return finished.ok() ? kExitOk : ReportError(finished);
 }
 
+// Test and benchmark only (hidden): records each run.json (`run --json`'s format) through
+// the store's write path, as `framegate run` would have: the run, its devices, its cells
+// in one transaction, then its final state. bench/alert_quality.py builds its nightly
+// histories this way.
+int RunDbTestImport(const std::string& path, const std::vector<std::string>& files) {
+  StatusOr<std::unique_ptr<ResultStore>> store = ResultStore::Open(path);
+  if (!store.ok()) return ReportError(store.status());
+  for (const std::string& file : files) {
+    StatusOr<RunRecord> run = ReadJsonReport(file);
+    if (!run.ok()) return ReportError(run.status());
+    RunInfo begun = run->info;
+    begun.state = "running";
+    begun.finished_at.clear();
+    Status status = (*store)->BeginRun(begun, run->devices);
+    if (status.ok()) status = (*store)->RecordCells(run->info.run_id, run->cells);
+    if (status.ok() && run->info.state != "running") {
+      status = (*store)->FinishRun(run->info.run_id, run->info.state, run->info.finished_at);
+    }
+    if (!status.ok()) return ReportError(status);
+  }
+  std::cout << "imported " << files.size() << " run" << (files.size() == 1 ? "" : "s") << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 Command AddDbCommand(CLI::App& parent) {
@@ -130,8 +157,14 @@ Command AddDbCommand(CLI::App& parent) {
   test_write->add_option("--device", write->device);
   test_write->add_flag("--handshake", write->handshake);
   test_write->add_flag("--finish", write->finish);
+  auto imports = std::make_shared<std::vector<std::string>>();
+  CLI::App* test_import = app->add_subcommand("test-import", "Test only: record run.json files");
+  test_import->group("");  // hidden from --help
+  AddDbOption(test_import, path.get());
+  test_import->add_option("RUN_JSON", *imports, "run.json files (run --json)")->required();
   return {app, [=]() {
             if (test_write->parsed()) return RunDbTestWrite(*path, *write);
+            if (test_import->parsed()) return RunDbTestImport(*path, *imports);
             if (migrate->parsed()) return RunDbMigrate(*path);
             return RunDbCheck(*path);
           }};
@@ -245,28 +278,70 @@ Command AddCompareCommand(CLI::App& parent) {
           }};
 }
 
+// `regressions --accept CELL|--all --since RUN --reason TEXT [--by NAME]`: records the
+// re-baselining and says so; exit 0.
+int RunAccept(const std::string& db, Acceptance a) {
+  StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(db);
+  if (!store.ok()) return ReportError(store.status());
+  if (a.since_run.empty()) return ReportError(Status::InvalidInput(db + ": --accept needs --since RUN"));
+  if (a.accepted_by.empty()) {
+    const char* user = std::getenv("USER");
+    a.accepted_by = user != nullptr ? user : "";
+  }
+  a.accepted_at = NowIso8601();
+  StatusOr<Acceptance> recorded = RecordAcceptance((*store)->db(), a);
+  if (!recorded.ok()) return ReportError(recorded.status());
+  std::cout << "accepted " << (a.cell_id == kAcceptAllCells ? "every cell" : "cell " + a.cell_id)
+            << " from run " << recorded->since_run << " (" << recorded->since_started_at << ") by "
+            << (recorded->accepted_by.empty() ? "(unknown)" : recorded->accepted_by) << ": "
+            << recorded->reason << "; later nights are judged against that level\n";
+  return kExitOk;
+}
+
 Command AddRegressionsCommand(CLI::App& parent) {
   CLI::App* app =
       parent.add_subcommand("regressions",
-                            "Sustained regressions, step changes and flaky cells across the history "
-                            "(exit 1 on a regression)");
+                            "Confirmed regressions, improvements, environment changes and flaky cells "
+                            "across the history (exit 1 on a confirmed regression)");
   struct Options {
     std::string db = kDefaultDb;
     RegressionOptions regressions;
     std::string json_path;  // --json FILE ("-": stdout)
+    Acceptance accept;
+    bool accept_all = false;
   };
   auto o = std::make_shared<Options>();
   AddDbOption(app, &o->db);
   app->add_option("--since", o->regressions.since,
-                  "First day of the window, YYYY-MM-DD (default: 14 days before the newest run)");
+                  "First day of the window, YYYY-MM-DD (default: 14 days before the newest run); with "
+                  "--accept: the RUN id the accepted change starts at");
   app->add_option("--baseline", o->regressions.baseline, "last-good, a run id or a tag")
       ->capture_default_str();
   app->add_option("--min-effect", o->regressions.min_effect,
-                  "Smallest relative latency / rel_l2 change that counts")
+                  "Smallest relative latency change that counts (the series' own noise decides above it)")
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
+  app->add_option("--confirm", o->regressions.confirm_values,
+                  "Nights a latency or metric change must hold to be confirmed (status: 2 failing in a row)")
+      ->check(CLI::Range(1, 30))
+      ->capture_default_str();
+  app->add_option("--fdr", o->regressions.fdr, "False discovery rate across all series and tracks")
+      ->check(CLI::Range(1e-12, 0.5))
+      ->capture_default_str();
+  CLI::Option* accept = app->add_option("--accept", o->accept.cell_id,
+                                        "Re-baseline: the change of CELL_ID from --since RUN is intended");
+  CLI::Option* all =
+      app->add_flag("--all", o->accept_all, "With --accept semantics, for every cell")->excludes(accept);
+  app->add_option("--reason", o->accept.reason, "Why the change is intended (stored)");
+  app->add_option("--by", o->accept.accepted_by, "Who accepts it (default: $USER)");
   AddOutputFileOption(app, "--json", &o->json_path, "Write the regressions as JSON");
   return {app, [=]() {
+            if (accept->count() > 0 || all->count() > 0) {
+              Acceptance a = o->accept;
+              if (o->accept_all) a.cell_id = kAcceptAllCells;
+              a.since_run = o->regressions.since;
+              return RunAccept(o->db, a);
+            }
             StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(o->db);
             if (!store.ok()) return ReportError(store.status());
             StatusOr<RegressionReport> r = FindRegressions(**store, o->regressions);

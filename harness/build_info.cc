@@ -1,12 +1,15 @@
 #include "harness/build_info.h"
 
 #include <sched.h>
+#include <sys/utsname.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include <torch/version.h>  // header only: the version macros
+#include <nlohmann/json.hpp>
 
 namespace framegate {
 
@@ -51,6 +54,20 @@ BuildInfo StaticBuildInfo() {
 #endif
   info.libtorch_version = TORCH_VERSION;
   return info;
+}
+
+std::string RunFingerprintJson(const BuildInfo& build, const CpuInfo& cpu) {
+  std::string isa;
+  for (const std::string& f : cpu.features) isa += (isa.empty() ? "" : " ") + f;
+  utsname uts{};
+  const std::string os = uname(&uts) == 0 ? std::string(uts.sysname) + " " + uts.release : "";
+  const std::map<std::string, std::string> fields = {{"build_flags", FRAMEGATE_BUILD_FLAGS},
+                                                     {"compiler", build.compiler},
+                                                     {"cpu_isa", isa},
+                                                     {"cpu_model", cpu.model},
+                                                     {"framegate_release", FRAMEGATE_VERSION_STRING},
+                                                     {"os", os}};
+  return nlohmann::json(fields).dump();
 }
 
 }  // namespace framegate

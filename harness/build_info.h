@@ -35,6 +35,13 @@ int UsableCores();
 // What is known without loading LibTorch: versions (LibTorch's from its headers), commit,
 // compiler. blas, threads and libtorch_has_cuda are left empty.
 BuildInfo StaticBuildInfo();
+// The run's environment fingerprint beyond the store's run columns (host, LibTorch, CUDA,
+// BLAS) and devices (model, driver): a JSON object of strings, keys sorted:
+// framegate_release (the version without the commit: a commit is a code change, not an
+// environment change), compiler, build_flags (build type and CXX flags), cpu_model,
+// cpu_isa (the features of CpuInfo), os (kernel release). `regressions` reports a change
+// that begins where any of these changes as "environment".
+std::string RunFingerprintJson(const BuildInfo& build, const CpuInfo& cpu);
 // StaticBuildInfo, completed from LibTorch: runs a small matmul first so that the BLAS
 // library is loaded, then reports it.
 BuildInfo CollectBuildInfo();

@@ -39,6 +39,9 @@ struct RunInfo {
   // given, plus the defaults that came from the environment. Empty for runs stored
   // before schema version 5.
   std::vector<std::string> argv;
+  // What can change under the code, beyond the fields above: a JSON object of strings
+  // (harness/build_info.h RunFingerprintJson). "{}" when unknown (runs before schema 6).
+  std::string fingerprint = "{}";
 };
 
 struct RunRecord {

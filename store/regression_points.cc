@@ -11,6 +11,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 namespace framegate {
 namespace {
 
@@ -67,11 +69,30 @@ Status LoadSpecs(SqliteDb& db, Specs* specs) {
   }
 }
 
+// The fingerprint text of the run at `stmt`'s row (LoadRuns' columns 4, 5 and 8..11:
+// libtorch_version, cuda_version, host, blas, fingerprint JSON, the devices' drivers).
+std::string RowFingerprint(const SqliteStatement& stmt) {
+  std::map<std::string, std::string> fields = {{"libtorch_version", stmt.Text(4)},
+                                               {"cuda_version", stmt.Text(5)},
+                                               {"host", stmt.Text(8)},
+                                               {"blas", stmt.Text(9)},
+                                               {"driver", stmt.Text(11)}};
+  const nlohmann::json extra = nlohmann::json::parse(stmt.Text(10), nullptr, /*allow_exceptions=*/false);
+  if (extra.is_object()) {
+    for (const auto& [key, value] : extra.items()) {
+      fields[key] = value.is_string() ? value.get<std::string>() : value.dump();
+    }
+  }
+  return FingerprintText(fields);
+}
+
 Status LoadRuns(SqliteDb& db, const std::string& since, const BaselineChoice& baseline,
                 std::vector<SeriesRun>* runs) {
   StatusOr<SqliteStatement> stmt = db.Prepare(
       "SELECT run_id, started_at, git_sha, tags, libtorch_version, cuda_version, "
-      "started_at >= ?1, instr(',' || tags || ',', ',' || ?2 || ',') > 0 FROM runs "
+      "started_at >= ?1, instr(',' || tags || ',', ',' || ?2 || ',') > 0, host, blas, fingerprint, "
+      "(SELECT coalesce(group_concat(DISTINCT driver), '') FROM devices d WHERE d.run_id = runs.run_id) "
+      "FROM runs "
       "WHERE started_at >= ?1 OR run_id = ?3 OR instr(',' || tags || ',', ',' || ?2 || ',') "
       "> 0 ORDER BY started_at, run_id");
   if (!stmt.ok()) return stmt.status();
@@ -89,7 +110,8 @@ Status LoadRuns(SqliteDb& db, const std::string& since, const BaselineChoice& ba
     r.started_at = stmt->Text(1);
     r.git_sha = stmt->Text(2);
     r.tags = stmt->Text(3);
-    r.environment = environments.Index(r.git_sha + "|" + stmt->Text(4) + "|" + stmt->Text(5));
+    r.fingerprint = RowFingerprint(*stmt);
+    r.environment = environments.Index(r.fingerprint);
     r.in_window = stmt->Int(6) != 0;
     r.tagged = stmt->Int(7) != 0;
     runs->push_back(std::move(r));
@@ -183,6 +205,40 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
 
 }  // namespace
 
+std::string FingerprintText(const std::map<std::string, std::string>& fields) {
+  std::string text;
+  for (const auto& [key, value] : fields) {
+    if (!value.empty()) text.append(key).append("=").append(value).append("\n");
+  }
+  return text;
+}
+
+std::vector<std::string> FingerprintChanges(const std::string& before, const std::string& after) {
+  auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> fields;
+    size_t begin = 0;
+    while (begin < text.size()) {
+      const size_t end = text.find('\n', begin);
+      const std::string line = text.substr(begin, end - begin);
+      const size_t eq = line.find('=');
+      fields[line.substr(0, eq)] = eq == std::string::npos ? "" : line.substr(eq + 1);
+      begin = end == std::string::npos ? text.size() : end + 1;
+    }
+    return fields;
+  };
+  std::map<std::string, std::string> a = parse(before), b = parse(after);
+  std::vector<std::string> changes;
+  for (const auto& [key, value] : b) {
+    auto old = a.find(key);
+    const std::string was = old == a.end() ? "(none)" : old->second;
+    if (was != value) changes.push_back(key + ": " + was + " -> " + value);
+  }
+  for (const auto& [key, value] : a) {
+    if (!b.count(key)) changes.push_back(key + ": " + value + " -> (none)");
+  }
+  return changes;
+}
+
 std::string DaysBefore(const std::string& iso, int days) {
   std::tm tm{};
   if (iso.size() < 10 || strptime(iso.substr(0, 10).c_str(), "%Y-%m-%d", &tm) == nullptr) {
@@ -272,7 +328,7 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const Ba
       int& series = series_at[static_cast<size_t>(p.spec) * model_count + model];
       if (series < 0) {
         series = static_cast<int>(data.series.size());
-        data.series.push_back({facts.cell_id, static_cast<int>(model), facts.family, {}});
+        data.series.push_back({facts.cell_id, static_cast<int>(model), facts.family, facts.device, {}});
         data.series.back().points.reserve(n);
         family_on_model[static_cast<size_t>(facts.family) * model_count + model] = 1;
       }
@@ -289,6 +345,7 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const Ba
     std::sort(on.begin(), on.end());
     if (!on.empty()) data.family_models[specs.families.names()[f]] = std::move(on);
   }
+  data.device_count = static_cast<int>(specs.devices.names().size());
   data.models = models.TakeNames();
   data.families = specs.families.TakeNames();
   return data;

@@ -4,6 +4,7 @@
 // the analysis needs (one range scan per run), which is what keeps it fast at fleet scale.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -17,8 +18,8 @@ namespace framegate {
 
 struct SeriesRun {
   std::string run_id, started_at, git_sha, tags;
-  int environment = 0;  // equal for runs with the same git sha, LibTorch and CUDA versions
-                        // (the "no code change" key)
+  int environment = 0;      // equal for runs with the same environment fingerprint
+  std::string fingerprint;  // "key=value" lines, sorted: RunFingerprint()
   bool in_window = false;
   bool tagged = false;  // carries the baseline tag
 };
@@ -27,11 +28,15 @@ struct SeriesPoint {
   int run = 0;  // index into SeriesData::runs
   CellStatus status = CellStatus::kPass;
   double latency = 0, min_psnr = 0, mean_ssim = 0, rel_l2 = 0;  // NaN when absent
+  // The run's load on this series' device: latency / load is what `regressions` judges
+  // (regressions.cc, LoadFactors). 1 until set.
+  double load = 1;
 };
 
 struct Series {
   std::string cell_id;
   int model = 0, family = 0;        // indices into SeriesData::models / families
+  int device = 0;                   // index into SeriesData::device_count's range (the spec's device)
   std::vector<SeriesPoint> points;  // oldest first
 };
 
@@ -40,6 +45,7 @@ struct SeriesData {
   std::vector<Series> series;
   std::vector<std::string> models;    // device models ("NVIDIA L4")
   std::vector<std::string> families;  // cell families ("reference:tiny cuda fp16 seed=3")
+  int device_count = 0;               // distinct spec devices ("cuda:3")
   std::map<std::string, std::vector<std::string>> family_models;  // every model a family ran on
 };
 
@@ -48,6 +54,13 @@ struct BaselineChoice {
   enum class Kind { kLastGood, kRun, kTag } kind = Kind::kLastGood;
   std::string name;  // run id or tag
 };
+
+// A run's environment as "key=value" lines sorted by key: the run's host, LibTorch, CUDA
+// and BLAS columns, every field of its fingerprint JSON (runs.fingerprint: build flags,
+// compiler, CPU ISA...) and its devices' drivers. Equal strings: the same environment.
+std::string FingerprintText(const std::map<std::string, std::string>& fields);
+// The fields two fingerprints differ in: "blas: /a -> /b".
+std::vector<std::string> FingerprintChanges(const std::string& before, const std::string& after);
 
 // "YYYY-MM-DD" `days` before the ISO 8601 time `iso`; "" when `iso` is not one.
 std::string DaysBefore(const std::string& iso, int days);

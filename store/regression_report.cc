@@ -44,7 +44,7 @@ std::string Detail(const RegressionFinding& f) {
   if (f.kind == "failing") {
     return streak + ", now " + f.last_status + (f.last_reason.empty() ? "" : ": " + f.last_reason);
   }
-  if (f.kind == "worse") return Change(f.baseline, f.current) + ", " + streak;
+  if (f.kind == "worse" || f.kind == "better") return Change(f.baseline, f.current) + ", " + streak;
   std::string steps;
   for (const StepChange& s : f.steps) {
     steps +=
@@ -65,7 +65,8 @@ nlohmann::json RegressionsToJson(const RegressionReport& report) {
                        {"before", Number(s.before)},
                        {"after", Number(s.after)}});
     }
-    findings.push_back({{"kind", f.kind},
+    findings.push_back({{"alert", f.alert},
+                        {"kind", f.kind},
                         {"track", f.track},
                         {"pending", f.pending},
                         {"family", f.family},
@@ -91,8 +92,36 @@ nlohmann::json RegressionsToJson(const RegressionReport& report) {
                      {"statuses", c.statuses},
                      {"flips", c.flips}});
   }
-  return {{"since", report.since},   {"baseline", report.baseline},         {"runs", report.runs},
-          {"series", report.series}, {"regressions", report.regressions()}, {"findings", findings},
+  nlohmann::json alerts = nlohmann::json::array();
+  for (const SeriesAlert& a : report.alerts) {
+    alerts.push_back({{"kind", a.kind},
+                      {"change", a.change},
+                      {"confirmed", a.confirmed},
+                      {"series", {{"cell_id", a.cell_id}, {"model", a.model}, {"family", a.family}}},
+                      {"cell_id", a.cell_id},
+                      {"track", a.track},
+                      {"nights",
+                       {{"since_run", a.since_run},
+                        {"since_started_at", a.since_started_at},
+                        {"since_git_sha", a.since_git_sha},
+                        {"last_run", a.last_run},
+                        {"count", a.nights}}},
+                      {"magnitude",
+                       {{"baseline", Number(a.baseline)},
+                        {"current", Number(a.current)},
+                        {"relative", Number(a.relative)},
+                        {"sigmas", Number(a.sigmas)}}},
+                      {"confidence", Number(a.confidence)},
+                      {"changed", a.changed}});
+  }
+  return {{"since", report.since},
+          {"baseline", report.baseline},
+          {"runs", report.runs},
+          {"series", report.series},
+          {"accepted_series", report.accepted},
+          {"regressions", report.regressions()},
+          {"alerts", alerts},
+          {"findings", findings},
           {"flaky", flaky}};
 }
 
@@ -101,8 +130,12 @@ std::string FormatRegressions(const RegressionReport& report) {
   out << "regressions since " << report.since << " (baseline " << report.baseline << "): " << report.runs
       << " runs, " << report.series << " series (cell x device model)\n";
   for (const RegressionFinding& f : report.findings) {
-    out << (f.pending ? "pending     " : "REGRESSION  ") << f.kind << "  " << f.track << "  " << f.family
-        << "  " << Where(f) << ", " << f.devices << " device series: " << Detail(f) << "\n";
+    const char* label = f.pending                  ? "pending     "
+                        : f.alert == "regression"  ? "REGRESSION  "
+                        : f.alert == "environment" ? "environment "
+                                                   : "improvement ";
+    out << label << f.kind << "  " << f.track << "  " << f.family << "  " << Where(f) << ", " << f.devices
+        << " device series: " << Detail(f) << "\n";
   }
   if (!report.flaky.empty()) {
     out << "flaky (status flips without a code change; not counted):\n";
@@ -111,11 +144,23 @@ std::string FormatRegressions(const RegressionReport& report) {
           << c.flips << " flips)\n";
     }
   }
+  for (const SeriesAlert& a : report.alerts) {
+    if (a.kind != "environment") continue;
+    std::string changed;
+    for (const std::string& c : a.changed) changed += (changed.empty() ? "" : "; ") + c;
+    out << "  environment changed at " << a.since_run << " for " << a.cell_id << " on " << a.model << " ("
+        << a.track << "): " << changed << "\n";
+  }
   const int regressions = report.regressions();
-  const size_t pending = report.findings.size() - static_cast<size_t>(regressions);
+  size_t pending = 0;
+  for (const RegressionFinding& f : report.findings) pending += f.pending;
   out << "verdict: " << (regressions > 0 ? "REGRESSION" : "no regression") << " (" << regressions
       << " regression" << (regressions == 1 ? "" : "s") << ", " << pending << " pending, "
-      << report.flaky.size() << " flaky)\n";
+      << report.flaky.size() << " flaky"
+      << (report.accepted > 0
+              ? ", " + std::to_string(report.accepted) + " series judged from an accepted change"
+              : "")
+      << ")\n";
   return out.str();
 }
 

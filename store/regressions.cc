@@ -5,49 +5,73 @@
 #include <map>
 #include <set>
 
+#include "store/regression_accept.h"
 #include "store/regression_points.h"
 #include "store/series_analysis.h"
 
 namespace framegate {
 namespace {
 
-// A metric followed over runs. `relative` < 0 means "use --min-effect".
+// A metric followed over runs. `relative` < 0 means "use --min-effect". relative and
+// absolute are the run/tag baselines' violation thresholds; floor_relative and
+// floor_absolute the smallest shift the change-point rule counts (last-good), the floors
+// `compare` uses for a noiseless series.
 struct ValueTrack {
   const char* name;
   bool higher_is_worse;
   double relative, absolute;            // violation threshold
   double step_relative, step_absolute;  // floor of the noise used for step detection
   double (*value)(const SeriesPoint&);
+  double floor_relative, floor_absolute;
 };
-constexpr double kPsnrCapDb = 100;  // +inf PSNR (identical frames) counts as 100 dB
+constexpr double kPsnrCapDb = 100;
+// A one-night change is shown as pending when it is this many standard errors out.
+constexpr double kPendingZ = 5;
+// How many runs a change point may be off the fingerprint change and still be labelled
+// environment (bench/alert_quality.py: with 1, 7 of 80 +50% environment changes were
+// called regressions).
+constexpr size_t kEnvironmentSlack = 2;  // +inf PSNR (identical frames) counts as 100 dB
 
 const ValueTrack kValueTracks[] = {
-    {"latency_median_s", true, -1, 0, 0.005, 0, [](const SeriesPoint& p) { return p.latency; }},
+    {"latency_median_s", true, -1, 0, 0.005, 0, [](const SeriesPoint& p) { return p.latency / p.load; }, -1,
+     0},
     {"min_psnr", false, 0, 0.5, 0, 0.02,
-     [](const SeriesPoint& p) { return std::min(p.min_psnr, kPsnrCapDb); }},
-    {"mean_ssim", false, 0, 0.005, 0, 1e-4, [](const SeriesPoint& p) { return p.mean_ssim; }},
-    {"rel_l2", true, -1, 0, 0.005, 0, [](const SeriesPoint& p) { return p.rel_l2; }},
+     [](const SeriesPoint& p) { return std::min(p.min_psnr, kPsnrCapDb); }, 0, 0.01},
+    {"mean_ssim", false, 0, 0.005, 0, 1e-4, [](const SeriesPoint& p) { return p.mean_ssim; }, 0, 1e-4},
+    {"rel_l2", true, -1, 0, 0.005, 0, [](const SeriesPoint& p) { return p.rel_l2; }, 0.01, 0},
 };
 
-// One flagged series, before grouping.
+// One flagged series, before grouping. `p` is the change's p-value (the FDR control
+// confirms it or not); 0 for status and run/tag-baseline flags, which are not tested.
 struct Flag {
   RegressionFinding finding;  // cell_ids/models hold this series only
   std::string model;
+  SeriesAlert alert;
+  bool tested = false;  // goes through the FDR control with p-value `p`
+  double p = 0;
 };
 
 class SeriesJudge {
  public:
-  SeriesJudge(const SeriesData& data, const BaselineChoice& baseline, const RegressionOptions& options)
-      : data_(data), baseline_(baseline), options_(options) {}
+  SeriesJudge(const SeriesData& data, const BaselineChoice& baseline, const RegressionOptions& options,
+              const Acceptances& accepted)
+      : data_(data), baseline_(baseline), options_(options), accepted_(accepted) {}
+
+  // Value tests run so far (series x track with enough points): the m of the FDR control.
+  size_t tests() const { return tests_; }
+  int accepted_series() const { return accepted_series_; }
 
   // Appends the series' flags; returns its FlakyCell when it is flaky (then nothing else).
-  void Judge(const Series& s, std::vector<Flag>* flags, std::vector<FlakyCell>* flaky) const {
+  void Judge(const Series& s, std::vector<Flag>* flags, std::vector<FlakyCell>* flaky) {
     std::vector<const SeriesPoint*> window;
     int base = -1;  // index in s.points of the baseline point (run/tag baselines)
+    const std::string accepted_since = accepted_.Since(s.cell_id);
+    if (!accepted_since.empty()) ++accepted_series_;
     for (size_t i = 0; i < s.points.size(); ++i) {
       const SeriesRun& run = data_.runs[static_cast<size_t>(s.points[i].run)];
       if (IsBaselinePoint(run)) base = static_cast<int>(i);
-      if (run.in_window) window.push_back(&s.points[i]);
+      // An accepted change: the series is judged from its new level on.
+      if (run.in_window && run.started_at >= accepted_since) window.push_back(&s.points[i]);
     }
     if (window.empty()) return;
     const int flips = Flips(window);
@@ -81,7 +105,7 @@ class SeriesJudge {
     return after;
   }
 
-  // Pass/fail flips between consecutive runs of the same environment (no code change).
+  // Pass/fail flips between consecutive runs of the same environment fingerprint.
   int Flips(const std::vector<const SeriesPoint*>& window) const {
     int flips = 0;
     for (size_t i = 1; i < window.size(); ++i) {
@@ -120,7 +144,37 @@ class SeriesJudge {
       f.since_git_sha = RunOf(first).git_sha;
       f.since_started_at = RunOf(first).started_at;
     }
+    SeriesAlert& a = flag.alert;
+    a.kind = "regression";
+    a.change = kind;
+    a.confirmed = !f.pending;
+    a.track = track;
+    a.cell_id = s.cell_id;
+    a.model = Model(s);
+    a.family = Family(s);
+    a.since_run = f.since_run;
+    a.since_started_at = f.since_started_at;
+    a.since_git_sha = f.since_git_sha;
+    a.last_run = f.last_run;
+    a.nights = streak;
+    a.confidence = f.pending ? 0 : 1;
     return flag;
+  }
+
+  // Marks the flag "environment" when the run's fingerprint changed where the change
+  // began: between the point before `first` and `first`, or up to kEnvironmentSlack runs
+  // either side (under heavy noise the change point is found a night or two off).
+  void LabelEnvironment(const std::vector<const SeriesPoint*>& points, size_t first, Flag* flag) const {
+    const size_t from = first > kEnvironmentSlack ? first - kEnvironmentSlack : 1;
+    for (size_t i = std::max<size_t>(from, 1); i <= first + kEnvironmentSlack && i < points.size(); ++i) {
+      const SeriesRun& before = RunOf(points[i - 1]);
+      const SeriesRun& after = RunOf(points[i]);
+      if (before.environment == after.environment) continue;
+      flag->alert.kind = "environment";
+      flag->alert.changed = FingerprintChanges(before.fingerprint, after.fingerprint);
+      flag->finding.alert = "environment";
+      return;
+    }
   }
 
   void JudgeStatus(const Series& s, const std::vector<const SeriesPoint*>& points, const SeriesPoint* base,
@@ -134,9 +188,12 @@ class SeriesJudge {
     const bool good_before =
         base != nullptr ? !IsFailure(base->status) : streak < static_cast<int>(points.size());
     if (!good_before) return;  // failing all along: not a new regression
-    const SeriesPoint* first = points[points.size() - static_cast<size_t>(streak)];
-    Flag flag = MakeFlag(s, "failing", "status", first, streak);
+    const size_t first_index = points.size() - static_cast<size_t>(streak);
+    Flag flag = MakeFlag(s, "failing", "status", points[first_index], streak);
     flag.finding.last_status = StatusName(points.back()->status);
+    flag.alert.baseline = 0;
+    flag.alert.current = 1;
+    if (base == nullptr) LabelEnvironment(points, first_index, &flag);
     flags->push_back(flag);
   }
 
@@ -161,7 +218,11 @@ class SeriesJudge {
   }
 
   void JudgeValues(const Series& s, const std::vector<const SeriesPoint*>& points, const SeriesPoint* base,
-                   const ValueTrack& track, std::vector<Flag>* flags) const {
+                   const ValueTrack& track, std::vector<Flag>* flags) {
+    if (base == nullptr) {
+      JudgeShift(s, points, track, flags);
+      return;
+    }
     const double sign = track.higher_is_worse ? 1 : -1;
     const double relative = track.relative < 0 ? options_.min_effect : track.relative;
     if (!CanViolate(points, base, track, relative)) return;  // most series: nothing moved
@@ -178,52 +239,149 @@ class SeriesJudge {
     rule.relative = relative;
     rule.absolute = track.absolute;
     rule.sigma = NoiseSigma(x);
-    Streak streak;
-    if (base != nullptr) {
-      const double b = track.value(*base);
-      if (IsFailure(base->status) || !std::isfinite(b)) return;
-      streak = {TrailingViolations(x, 0, sign * b, rule), sign * b};
-    } else {
-      streak = TrailingStreak(x, rule);
-    }
-    if (streak.length > 0) {
-      Flag flag =
-          MakeFlag(s, "worse", track.name, at[x.size() - static_cast<size_t>(streak.length)], streak.length);
-      flag.finding.baseline = sign * streak.reference;
-      flag.finding.current = sign * x.back();
-      flags->push_back(flag);
-      return;
-    }
-    JudgeCreeping(s, x, at, track, rule, sign, flags);
+    const double b = track.value(*base);
+    if (IsFailure(base->status) || !std::isfinite(b)) return;
+    const int length = TrailingViolations(x, 0, sign * b, rule);
+    if (length == 0) return;
+    Flag flag = MakeFlag(s, "worse", track.name, at[x.size() - static_cast<size_t>(length)], length);
+    flag.finding.baseline = b;
+    flag.finding.current = sign * x.back();
+    FillMagnitude(flag.finding.baseline, flag.finding.current, rule.sigma, &flag.alert);
+    flags->push_back(flag);
   }
 
-  void JudgeCreeping(const Series& s, const std::vector<double>& x, const std::vector<const SeriesPoint*>& at,
-                     const ValueTrack& track, const ViolationRule& rule, double sign,
-                     std::vector<Flag>* flags) const {
+  static void FillMagnitude(double baseline, double current, double sigma, SeriesAlert* a) {
+    a->baseline = baseline;
+    a->current = current;
+    a->relative = baseline != 0 ? current / baseline - 1 : 0;
+    a->sigmas = sigma > 0 ? std::fabs(current - baseline) / sigma : INFINITY;
+  }
+
+  // last-good: the newest level shift of the series (NewestShift), worse or better, its
+  // p-value left to the FDR control across all series (FindRegressions).
+  void JudgeShift(const Series& s, const std::vector<const SeriesPoint*>& points, const ValueTrack& track,
+                  std::vector<Flag>* flags) {
+    const double sign = track.higher_is_worse ? 1 : -1;
+    std::vector<double> x;
+    std::vector<size_t> at;  // index in points of x[i]
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < points.size(); ++i) {
+      const double v = track.value(*points[i]);
+      if (IsFailure(points[i]->status) || !std::isfinite(v)) continue;
+      x.push_back(sign * v);
+      at.push_back(i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    ShiftRule rule;
+    rule.confirm = options_.confirm_values;
+    if (static_cast<int>(x.size()) < rule.min_before + 1) return;
+    ++tests_;
+    const double level = lo > 0 || hi < 0 ? std::min(std::fabs(lo), std::fabs(hi)) : 0.0;
+    const double relative = track.floor_relative < 0 ? options_.min_effect : track.floor_relative;
+    rule.floor = std::max(relative * level, track.floor_absolute);
+    if (!(hi - lo > rule.floor)) return;  // most series: nothing moved
+    const double sigma = NoiseSigma(x);
+    Shift worse, better;
+    NewestShifts(x, sigma, rule, &worse, &better);
+    const bool is_worse = worse.found() && (!better.found() || worse.z >= better.z);
+    if (!is_worse && !better.found()) {
+      if (!JudgePending(s, points, x, at, track, sigma, rule, flags)) {
+        JudgeCreeping(s, points, x, at, track, sign, sigma, flags);
+      }
+      return;
+    }
+    const Shift& shift = is_worse ? worse : better;
+    const double to_value = is_worse ? sign : -sign;
+    const int n = static_cast<int>(x.size());
+    Flag flag = MakeFlag(s, is_worse ? "worse" : "better", track.name,
+                         points[at[static_cast<size_t>(shift.start)]], n - shift.start);
+    flag.finding.pending = false;
+    flag.finding.alert = is_worse ? "regression" : "improvement";
+    flag.alert.kind = flag.finding.alert;
+    flag.finding.baseline = to_value * shift.before;
+    flag.finding.current = to_value * shift.after;
+    FillMagnitude(flag.finding.baseline, flag.finding.current, sigma, &flag.alert);
+    flag.p = shift.p;
+    flag.tested = true;
+    LabelEnvironment(points, at[static_cast<size_t>(shift.start)], &flag);
+    flags->push_back(flag);
+  }
+
+  // One night past the floor and far outside the noise: shown as pending, never counted.
+  // Returns whether it added one.
+  bool JudgePending(const Series& s, const std::vector<const SeriesPoint*>& points,
+                    const std::vector<double>& x, const std::vector<size_t>& at, const ValueTrack& track,
+                    double sigma, ShiftRule rule, std::vector<Flag>* flags) const {
+    if (rule.confirm <= 1) return false;
+    rule.confirm = 1;
+    const Shift one = NewestShift(x, sigma, rule);
+    if (!one.found() || one.start != static_cast<int>(x.size()) - 1 || one.z < kPendingZ) return false;
+    const double sign = track.higher_is_worse ? 1 : -1;
+    Flag flag = MakeFlag(s, "worse", track.name, points[at.back()], 1);
+    flag.finding.baseline = sign * one.before;
+    flag.finding.current = sign * one.after;
+    FillMagnitude(flag.finding.baseline, flag.finding.current, sigma, &flag.alert);
+    flags->push_back(flag);
+    return true;
+  }
+
+  // Two or more level shifts (binary segmentation) that together move the series past
+  // the floor while the newest-shift rule found none; its p-value is the first level
+  // against the last, and goes through the same FDR control.
+  void JudgeCreeping(const Series& s, const std::vector<const SeriesPoint*>& points,
+                     const std::vector<double>& x, const std::vector<size_t>& at, const ValueTrack& track,
+                     double sign, double sigma, std::vector<Flag>* flags) const {
+    ViolationRule rule;
+    rule.relative = track.relative < 0 ? options_.min_effect : track.relative;
+    rule.absolute = track.absolute;
+    rule.sigma = sigma;
+    // A creeping change moves the series by more than the threshold between two of its
+    // values: a smaller spread can flag nothing (most series; skips the segmentation).
+    const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+    if (!(*hi - *lo > rule.Threshold(std::min(std::fabs(*lo), std::fabs(*hi))))) return;
     const double floor = std::max(track.step_relative * std::fabs(Median(x)), track.step_absolute);
-    const std::vector<int> steps = StepChanges(x, std::max(rule.sigma, floor));
+    // The classic (not robust) spread of the run-to-run differences without the two
+    // largest (the steps a creeping change is made of): heavy-tailed load noise makes the
+    // robust sigma split noise into "steps" (bench/alert_quality.py's A/A).
+    std::vector<double> diffs;
+    for (size_t i = 1; i < x.size(); ++i) diffs.push_back(x[i] - x[i - 1]);
+    std::sort(diffs.begin(), diffs.end(), [](double a, double b) { return std::fabs(a) < std::fabs(b); });
+    diffs.resize(diffs.size() > 2 ? diffs.size() - 2 : 0);
+    const double noise = std::max({sigma, floor, SampleStddev(diffs) / std::sqrt(2.0)});
+    const std::vector<int> steps = StepChanges(x, noise);
     if (steps.size() < 2) return;
     const int n = static_cast<int>(x.size());
     const double first = Mean(x, 0, steps.front()), last = Mean(x, steps.back(), n);
-    if (n - steps.back() < options_.min_consecutive || !rule.Violates(last, first)) return;
-    Flag flag = MakeFlag(s, "creeping", track.name, at[static_cast<size_t>(steps.front())], n - steps.back());
+    if (n - steps.back() < options_.confirm_values || !rule.Violates(last, first)) return;
+    Flag flag =
+        MakeFlag(s, "creeping", track.name, points[at[static_cast<size_t>(steps.front())]], n - steps.back());
     flag.finding.pending = false;
     flag.finding.baseline = sign * first;
     flag.finding.current = sign * last;
+    FillMagnitude(flag.finding.baseline, flag.finding.current, sigma, &flag.alert);
+    const double n1 = steps.front(), n2 = n - steps.back();
+    const double z = (last - first) / (noise * std::sqrt(1 / n1 + 1 / n2));
+    flag.p = 0.5 * std::erfc(z / std::sqrt(2.0));
+    flag.tested = true;
     int begin = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       const int end = k + 1 < steps.size() ? steps[k + 1] : n;
-      const SeriesRun& run = RunOf(at[static_cast<size_t>(steps[k])]);
+      const SeriesRun& run = RunOf(points[at[static_cast<size_t>(steps[k])]]);
       flag.finding.steps.push_back(
           {run.run_id, run.git_sha, sign * Mean(x, begin, steps[k]), sign * Mean(x, steps[k], end)});
       begin = steps[k];
     }
+    LabelEnvironment(points, at[static_cast<size_t>(steps.back())], &flag);
     flags->push_back(flag);
   }
 
   const SeriesData& data_;
   const BaselineChoice& baseline_;
   const RegressionOptions& options_;
+  const Acceptances& accepted_;
+  size_t tests_ = 0;
+  int accepted_series_ = 0;
 };
 
 // Merges flags of one (kind, track, family, pending) into one finding per group.
@@ -231,7 +389,8 @@ std::vector<RegressionFinding> Group(const std::vector<Flag>& flags, const Serie
   std::map<std::string, std::vector<const Flag*>> groups;
   for (const Flag& f : flags) {
     const RegressionFinding& x = f.finding;
-    groups[std::string(x.pending ? "1" : "0") + x.kind + "|" + x.track + "|" + x.family].push_back(&f);
+    groups[std::string(x.pending ? "1" : "0") + x.alert + "|" + x.kind + "|" + x.track + "|" + x.family]
+        .push_back(&f);
   }
   std::vector<RegressionFinding> out;
   for (const auto& [key, members] : groups) {
@@ -265,10 +424,78 @@ std::vector<RegressionFinding> Group(const std::vector<Flag>& flags, const Serie
     out.push_back(g);
   }
   auto rank = [](const RegressionFinding& f) {
-    return 10 * f.pending + (f.kind == "failing" ? 0 : f.kind == "worse" ? 1 : 2);
+    return 100 * f.pending +
+           10 * (f.alert == "regression"    ? 0
+                 : f.alert == "environment" ? 1
+                                            : 2) +
+           (f.kind == "failing" ? 0
+            : f.kind == "worse" ? 1
+                                : 2);
   };
   std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   return out;
+}
+
+// Load normalization. On a shared machine the whole night is slower or faster (the
+// recorded A/A nights of bench/alert_quality.py move 30% together), and every cell on one
+// device in one run shares that load. A run's load on a device is the median, over the
+// cells it ran there (kMinLoadCells or more), of latency / the cell's own median latency;
+// each latency is judged divided by it. A change in a few cells stands out against the
+// others; a change that moves every cell of a device alike is load (not seen here).
+constexpr size_t kMinLoadCells = 5;
+
+void SetLoadFactors(SeriesData* data) {
+  const size_t devices = static_cast<size_t>(std::max(data->device_count, 1));
+  std::vector<std::vector<double>> ratios(data->runs.size() * devices);
+  std::vector<double> values;
+  for (const Series& s : data->series) {
+    values.clear();
+    for (const SeriesPoint& p : s.points) {
+      if (!IsFailure(p.status) && std::isfinite(p.latency) && p.latency > 0) values.push_back(p.latency);
+    }
+    if (values.size() < 3) continue;
+    const double median = Median(values);
+    for (const SeriesPoint& p : s.points) {
+      if (IsFailure(p.status) || !std::isfinite(p.latency) || !(p.latency > 0)) continue;
+      ratios[static_cast<size_t>(p.run) * devices + static_cast<size_t>(s.device)].push_back(p.latency /
+                                                                                             median);
+    }
+  }
+  std::vector<double> factor(ratios.size(), 1.0);
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (ratios[i].size() >= kMinLoadCells) factor[i] = Median(std::move(ratios[i]));
+  }
+  for (Series& s : data->series) {
+    for (SeriesPoint& p : s.points) {
+      p.load = factor[static_cast<size_t>(p.run) * devices + static_cast<size_t>(s.device)];
+    }
+  }
+}
+
+// The FDR control: the tested flags (value changes of last-good series) get their Benjamini-Hochberg q-value
+// over every value test judged (`tests`); those above `fdr` are dropped. Status and run/tag-baseline flags
+// are not tested (kept).
+void ControlFalseDiscoveries(size_t tests, double fdr, std::vector<Flag>* flags) {
+  std::vector<double> p;
+  std::vector<size_t> tested;
+  for (size_t i = 0; i < flags->size(); ++i) {
+    if (!(*flags)[i].tested) continue;
+    p.push_back((*flags)[i].p);
+    tested.push_back(i);
+  }
+  const std::vector<double> q = BenjaminiHochberg(p, tests);
+  std::vector<bool> drop(flags->size(), false);
+  for (size_t k = 0; k < tested.size(); ++k) {
+    Flag& f = (*flags)[tested[k]];
+    f.alert.confidence = 1 - q[k];
+    f.alert.confirmed = q[k] <= fdr;
+    drop[tested[k]] = !f.alert.confirmed;
+  }
+  std::vector<Flag> kept;
+  for (size_t i = 0; i < flags->size(); ++i) {
+    if (!drop[i]) kept.push_back(std::move((*flags)[i]));
+  }
+  *flags = std::move(kept);
 }
 
 // The newest failure's reason, for status findings (read for these few cells only).
@@ -294,7 +521,7 @@ Status FillReasons(SqliteDb& db, std::vector<Flag>* flags) {
 
 int RegressionReport::regressions() const {
   int count = 0;
-  for (const RegressionFinding& f : findings) count += !f.pending;
+  for (const RegressionFinding& f : findings) count += !f.pending && f.alert == "regression";
   return count;
 }
 
@@ -317,11 +544,28 @@ StatusOr<RegressionReport> FindRegressions(ResultStore& store, const RegressionO
     }
     StatusOr<SeriesData> data = LoadSeries(db, report.since, *baseline);
     if (!data.ok()) return data.status();
+    SetLoadFactors(&*data);
     for (const SeriesRun& r : data->runs) report.runs += r.in_window;
     report.series = static_cast<int>(data->series.size());
-    SeriesJudge judge(*data, *baseline, options);
+    StatusOr<std::vector<Acceptance>> accepted = LoadAcceptances(db);
+    if (!accepted.ok()) return accepted.status();
+    const Acceptances acceptances(std::move(*accepted));
+    SeriesJudge judge(*data, *baseline, options, acceptances);
     for (const Series& s : data->series) judge.Judge(s, &flags, &report.flaky);
+    report.accepted = judge.accepted_series();
+    ControlFalseDiscoveries(judge.tests(), options.fdr, &flags);
     FG_RETURN_IF_ERROR(FillReasons(db, &flags));
+    for (const Flag& f : flags) report.alerts.push_back(f.alert);
+    for (const FlakyCell& c : report.flaky) {
+      SeriesAlert a;
+      a.kind = a.change = "flaky";
+      a.track = "status";
+      a.cell_id = c.cell_id;
+      a.model = c.model;
+      a.family = c.family;
+      a.nights = static_cast<int>(c.statuses.size());
+      report.alerts.push_back(a);
+    }
     report.findings = Group(flags, *data);
     return Status::Ok();
   });

@@ -33,8 +33,10 @@ namespace framegate {
 struct RegressionOptions {
   std::string since;                   // "YYYY-MM-DD[...]"; "" = kDefaultWindowDays before the newest run
   std::string baseline = "last-good";  // "last-good", a run id or a tag
-  double min_effect = 0.05;            // relative threshold for latency and rel_l2
-  int min_consecutive = 2;
+  double min_effect = 0.01;            // smallest relative latency / rel_l2 change that counts
+  int min_consecutive = 2;             // the confirmation rule for status: failing nights in a row
+  int confirm_values = 3;              // ... for latency and metrics: nights at the new level
+  double fdr = 1e-4;                   // false discovery rate across all series x tracks
 };
 constexpr int kDefaultWindowDays = 14;
 
@@ -44,9 +46,10 @@ struct StepChange {
 };
 
 struct RegressionFinding {
-  std::string kind;    // "failing", "worse", "creeping"
-  std::string track;   // "status", "latency_median_s", "min_psnr", "mean_ssim", "rel_l2"
-  std::string family;  // "reference:tiny cuda fp16 seed=3"
+  std::string alert = "regression";  // "regression", "improvement", "environment"
+  std::string kind;                  // "failing", "worse", "better", "creeping"
+  std::string track;                 // "status", "latency_median_s", "min_psnr", "mean_ssim", "rel_l2"
+  std::string family;                // "reference:tiny cuda fp16 seed=3"
   std::vector<std::string> cell_ids;
   std::vector<std::string> models;                         // device models it shows on
   std::vector<std::string> clean_models;                   // models where the family ran without it
@@ -60,6 +63,22 @@ struct RegressionFinding {
   bool pending = false;  // one violation so far: shown, not counted as a regression
 };
 
+// One series' alert, what a CI gates on (`--json`'s "alerts"). kind: "regression" (exit 1
+// when confirmed), "improvement", "environment" (the change began where the run's
+// environment fingerprint changed; `changed` names the fields), "flaky".
+struct SeriesAlert {
+  std::string kind, change;  // change: "failing", "worse", "better", "creeping", "flaky"
+  bool confirmed = false;    // held for min_consecutive nights and passed the FDR control
+  std::string track, cell_id, model, family;
+  std::string since_run, since_started_at, since_git_sha, last_run;
+  int nights = 0;                    // runs at the new level (status: failing in a row)
+  double baseline = 0, current = 0;  // in the track's unit
+  double relative = 0;               // current / baseline - 1 (0 when baseline is 0)
+  double sigmas = 0;                 // the shift in units of the series' noise (inf: noiseless)
+  double confidence = 0;             // 1 - the Benjamini-Hochberg q-value
+  std::vector<std::string> changed;  // environment: "libtorch_version: 1.13.0 -> 2.6.0"
+};
+
 struct FlakyCell {
   std::string family, cell_id, model;
   std::string statuses;  // oldest first, one letter per run: P pass, F fail, U other
@@ -71,6 +90,8 @@ struct RegressionReport {
   int runs = 0, series = 0;
   std::vector<RegressionFinding> findings;  // regressions first, then pending
   std::vector<FlakyCell> flaky;
+  std::vector<SeriesAlert> alerts;  // one per flagged series and track
+  int accepted = 0;                 // series judged from an accepted change on
   int regressions() const;
 };
 

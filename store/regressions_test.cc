@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "store/regression_accept.h"
 #include "store/synthetic_results.h"
 #include "store/test_db.h"
 
@@ -95,7 +98,9 @@ TEST_F(RegressionsTest, OneViolationIsPendingAndFailingAllAlongIsNotNew) {
 }
 
 TEST_F(RegressionsTest, FlagsLatencyJumpsAndCreepingLatency) {
-  StatusOr<RegressionReport> r = FindRegressions(*store_, RegressionOptions());
+  RegressionOptions options;
+  options.min_effect = 0.05;  // each 3% step of seed 3 alone is below it
+  StatusOr<RegressionReport> r = FindRegressions(*store_, options);
   ASSERT_TRUE(r.ok());
   const RegressionFinding* slower = Find(*r, "worse", "latency_median_s", 2);
   ASSERT_NE(slower, nullptr) << FormatRegressions(*r);
@@ -109,6 +114,137 @@ TEST_F(RegressionsTest, FlagsLatencyJumpsAndCreepingLatency) {
   EXPECT_EQ(creeping->steps[1].run_id, NightId(6));
   EXPECT_NEAR(creeping->current / creeping->baseline, 1.06, 0.003);
   EXPECT_EQ(Find(*r, "worse", "latency_median_s", 3), nullptr);  // no single step is enough
+  // With the default floor (1%) the newest 3% step is itself a confirmed shift.
+  r = FindRegressions(*store_, RegressionOptions());
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(Find(*r, "worse", "latency_median_s", 3), nullptr) << FormatRegressions(*r);
+}
+
+// One series per seed on one device, `nights` nights of 0.5 s +-0.2% jitter; `change`
+// edits night n's run and result.
+template <typename Change>
+std::unique_ptr<ResultStore> History(const TestDb& file, int nights, Change change) {
+  auto opened = ResultStore::Open(file.path());
+  EXPECT_TRUE(opened.ok());
+  std::unique_ptr<ResultStore> store = std::move(*opened);
+  for (int night = 0; night < nights; ++night) {
+    char day[32];
+    std::snprintf(day, sizeof day, "2024-06-%02dT03:00:00Z", night + 1);
+    RunInfo info = SyntheticRunInfo(NightId(night), day);
+    info.git_sha = "sha" + std::to_string(night);  // a new commit every night
+    std::vector<CellResult> cells;
+    for (int seed = 0; seed < 3; ++seed) {
+      CellResult r = SyntheticCellResult(seed, "cuda:0", 0);
+      const double latency = 0.5 * (1 + 0.002 * ((night * 5 + seed) % 3 - 1));
+      r.timings.generation_seconds = {latency, latency, latency};
+      change(night, seed, &info, &r);
+      cells.push_back(r);
+    }
+    EXPECT_TRUE(store->BeginRun(info, {kDevices[0]}).ok());
+    EXPECT_TRUE(store->RecordCells(info.run_id, cells).ok());
+  }
+  return store;
+}
+
+const SeriesAlert* AlertOf(const RegressionReport& r, const std::string& cell_id, const std::string& track) {
+  for (const SeriesAlert& a : r.alerts) {
+    if (a.cell_id == cell_id && a.track == track) return &a;
+  }
+  return nullptr;
+}
+
+void Scale(CellResult* r, double factor) {
+  for (double& t : r->timings.generation_seconds) t *= factor;
+}
+
+TEST(RegressionAlertsTest, AChangeWhereTheEnvironmentChangedIsEnvironmentNotARegression) {
+  // Night 8 on: LibTorch 2.6 and 30% slower (seed 0), 20% faster (seed 1); seed 2 unmoved.
+  TestDb file("alerts-env");
+  auto store = History(file, 11, [](int night, int seed, RunInfo* info, CellResult* r) {
+    if (night < 8) return;
+    info->libtorch_version = "2.6.0";
+    if (seed == 0) Scale(r, 1.3);
+    if (seed == 1) Scale(r, 0.8);
+  });
+  StatusOr<RegressionReport> r = FindRegressions(*store, RegressionOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->regressions(), 0) << FormatRegressions(*r);
+  const SeriesAlert* slower = AlertOf(*r, SyntheticCellResult(0, "cuda:0", 0).cell.Id(), "latency_median_s");
+  ASSERT_NE(slower, nullptr) << FormatRegressions(*r);
+  EXPECT_EQ(slower->kind, "environment");
+  EXPECT_EQ(slower->since_run, NightId(8));
+  EXPECT_EQ(slower->changed, std::vector<std::string>{"libtorch_version: 1.13.0 -> 2.6.0"});
+  const SeriesAlert* faster = AlertOf(*r, SyntheticCellResult(1, "cuda:0", 0).cell.Id(), "latency_median_s");
+  ASSERT_NE(faster, nullptr);
+  EXPECT_EQ(faster->kind, "environment");
+  EXPECT_EQ(AlertOf(*r, SyntheticCellResult(2, "cuda:0", 0).cell.Id(), "latency_median_s"), nullptr);
+  // The same change without the environment change is a confirmed regression.
+  TestDb code_file("alerts-code");
+  store = History(code_file, 11, [](int night, int seed, RunInfo*, CellResult* r) {
+    if (night >= 8 && seed == 0) Scale(r, 1.3);
+  });
+  r = FindRegressions(*store, RegressionOptions());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->regressions(), 1) << FormatRegressions(*r);
+  slower = AlertOf(*r, SyntheticCellResult(0, "cuda:0", 0).cell.Id(), "latency_median_s");
+  ASSERT_NE(slower, nullptr);
+  EXPECT_EQ(slower->kind, "regression");
+  EXPECT_TRUE(slower->confirmed);
+  EXPECT_EQ(slower->nights, 3);
+  EXPECT_NEAR(slower->relative, 0.3, 0.01);
+  EXPECT_GT(slower->confidence, 0.99);
+}
+
+TEST(RegressionAlertsTest, OneNightOutliersAndImprovementsAreNotRegressions) {
+  TestDb file("alerts-outlier");
+  auto store = History(file, 11, [](int night, int seed, RunInfo*, CellResult* r) {
+    if (seed == 0 && night == 9) Scale(r, 2.0);   // one slow night, then back
+    if (seed == 1 && night >= 8) Scale(r, 0.7);   // faster from night 8
+    if (seed == 2 && night == 10) Scale(r, 1.5);  // the newest night only: pending
+  });
+  StatusOr<RegressionReport> r = FindRegressions(*store, RegressionOptions());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->regressions(), 0) << FormatRegressions(*r);
+  EXPECT_EQ(AlertOf(*r, SyntheticCellResult(0, "cuda:0", 0).cell.Id(), "latency_median_s"), nullptr);
+  const SeriesAlert* faster = AlertOf(*r, SyntheticCellResult(1, "cuda:0", 0).cell.Id(), "latency_median_s");
+  ASSERT_NE(faster, nullptr);
+  EXPECT_EQ(faster->kind, "improvement");
+  const SeriesAlert* newest = AlertOf(*r, SyntheticCellResult(2, "cuda:0", 0).cell.Id(), "latency_median_s");
+  ASSERT_NE(newest, nullptr);
+  EXPECT_FALSE(newest->confirmed);
+}
+
+TEST(RegressionAlertsTest, AnAcceptedChangeIsTheNewBaseline) {
+  // Seed 0 30% slower from night 4; accepted at night 4; then 30% slower again from
+  // night 12: only the second change is a regression, judged against the accepted level.
+  TestDb file("alerts-accept");
+  auto store = History(file, 15, [](int night, int seed, RunInfo*, CellResult* r) {
+    if (seed == 0 && night >= 4) Scale(r, 1.3);
+    if (seed == 0 && night >= 12) Scale(r, 1.3);
+  });
+  const std::string cell = SyntheticCellResult(0, "cuda:0", 0).cell.Id();
+  Acceptance a{cell, NightId(4), "", "2024-06-06T09:00:00Z", "alice", "new attention kernel: slower, exact"};
+  StatusOr<Acceptance> recorded = RecordAcceptance(store->db(), a);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().message();
+  EXPECT_EQ(recorded->since_started_at, "2024-06-05T03:00:00Z");
+  StatusOr<RegressionReport> r = FindRegressions(*store, RegressionOptions());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->accepted, 1);
+  const SeriesAlert* slower = AlertOf(*r, cell, "latency_median_s");
+  ASSERT_NE(slower, nullptr) << FormatRegressions(*r);
+  EXPECT_EQ(slower->since_run, NightId(12));
+  EXPECT_NEAR(slower->relative, 0.3, 0.01);  // against the accepted level, not +69%
+  // Unknown runs and cells are refused; nothing is stored.
+  a.since_run = "no-such-run";
+  EXPECT_EQ(RecordAcceptance(store->db(), a).status().code(), Status::Code::kInvalidInput);
+  a.since_run = NightId(4);
+  a.cell_id = "ffffffffffffffff";
+  EXPECT_EQ(RecordAcceptance(store->db(), a).status().code(), Status::Code::kInvalidInput);
+  StatusOr<std::vector<Acceptance>> all = LoadAcceptances(store->db());
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].accepted_by, "alice");
+  EXPECT_EQ((*all)[0].reason, "new attention kernel: slower, exact");
 }
 
 TEST_F(RegressionsTest, FlakyCellsAreListedApart) {

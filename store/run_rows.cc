@@ -11,8 +11,10 @@ namespace {
 
 constexpr const char* kRunColumns =
     "run_id, started_at, finished_at, state, host, git_sha, framegate_version, "
-    "libtorch_version, cuda_version, blas, tags, matrix_path, matrix_sha256, command, shard, argv";
+    "libtorch_version, cuda_version, blas, tags, matrix_path, matrix_sha256, command, shard, argv, "
+    "fingerprint";
 constexpr int kArgvColumn = 15;
+constexpr int kFingerprintColumn = 16;
 
 // runs.argv: a JSON array of strings.
 std::string ArgvToJson(const std::vector<std::string>& argv) { return nlohmann::json(argv).dump(); }
@@ -39,6 +41,7 @@ StatusOr<RunInfo> ReadRunColumns(const SqliteStatement& row, const std::string& 
     *field = row.Text(i++);
   }
   FG_RETURN_IF_ERROR(ArgvFromJson(row.Text(kArgvColumn), db_path + ": run " + info.run_id, &info.argv));
+  info.fingerprint = row.Text(kFingerprintColumn);
   return info;
 }
 
@@ -62,7 +65,7 @@ bool IsRunState(const std::string& state) {
 Status UpsertRun(SqliteDb& db, const RunInfo& info) {
   StatusOr<SqliteStatement> insert =
       db.Prepare(std::string("INSERT INTO runs (") + kRunColumns +
-                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
+                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
                  "UPDATE SET state = excluded.state, finished_at = excluded.finished_at");
   if (!insert.ok()) return insert.status();
   int i = 1;
@@ -72,7 +75,8 @@ Status UpsertRun(SqliteDb& db, const RunInfo& info) {
         &info.matrix_path, &info.matrix_sha256, &info.command, &info.shard}) {
     insert->Bind(i++, *field);
   }
-  return insert->Bind(i, ArgvToJson(info.argv)).Run();
+  insert->Bind(i, ArgvToJson(info.argv));
+  return insert->Bind(i + 1, info.fingerprint.empty() ? std::string("{}") : info.fingerprint).Run();
 }
 
 Status InsertDevices(SqliteDb& db, const std::string& run_id, const std::vector<DeviceInfo>& devices) {

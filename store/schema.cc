@@ -317,6 +317,22 @@ ALTER TABLE cells ADD COLUMN producer_predicted REAL;
 ALTER TABLE cells ADD COLUMN producer_note TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v7 -> v8, the regression-alerts migration (issue 24):
+// runs.fingerprint, the run's environment beyond its columns (JSON object: build flags,
+// compiler, CPU ISA, ...; older runs '{}'), and accepted_changes, the re-baselinings of
+// `regressions --accept` (cell_id '*' = every cell) with who, when and why.
+constexpr const char* kMigrateV7ToV8 = R"sql(
+ALTER TABLE runs ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE accepted_changes (
+  id INTEGER PRIMARY KEY,
+  cell_id TEXT NOT NULL,
+  since_run TEXT NOT NULL,
+  since_started_at TEXT NOT NULL,
+  accepted_at TEXT NOT NULL,
+  accepted_by TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '');
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -367,10 +383,13 @@ Status MigrateV5ToV6(SqliteDb& db) { return db.Exec(kMigrateV5ToV6); }
 
 Status MigrateV6ToV7(SqliteDb& db) { return db.Exec(kMigrateV6ToV7); }
 
+Status MigrateV7ToV8(SqliteDb& db) { return db.Exec(kMigrateV7ToV8); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
 constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3,
-                                    MigrateV3ToV4, MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7};
+                                    MigrateV3ToV4, MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7,
+                                    MigrateV7ToV8};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

@@ -15,6 +15,8 @@
 //              "calibration FILE (model sha256 ...)": runners/cell_bound.h)
 //   version 7: cells.producer_module, producer_op, producer_error, producer_predicted,
 //              producer_note: where a finite failure's error is made
+//   version 8: runs.fingerprint (the run's environment
+//              as JSON) and accepted_changes (`regressions --accept`)
 // A new file goes through every step from 0, so a fresh database and a migrated one are
 // the same schema by construction.
 #pragma once
@@ -26,7 +28,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 7;
+constexpr int kStoreSchemaVersion = 8;
 
 // The version stored in the file, >= 0. Corrupt (naming the file) when it is not an
 // SQLite database, an SQLite database with tables but no framegate version (someone

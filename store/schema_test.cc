@@ -210,6 +210,34 @@ TEST(SchemaTest, MigratesAVersion4DatabaseAddingRunArgv) {
   EXPECT_EQ(all->back().argv, info.argv);
 }
 
+TEST(SchemaTest, RegressionAlertsMigrationAddsTheFingerprintAndAcceptances) {
+  // A version-5 file (the version before the regression-alerts migration): its runs get
+  // the empty fingerprint '{}', accepted_changes exists, a new run's fingerprint is kept.
+  TestDb file("v5");
+  WriteVersion4File(file.path());
+  {
+    StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(file.path(), SqliteDb::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(MigrateSchema(**db, 5).ok());
+  }
+  ASSERT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 5);
+  auto store = ResultStore::Open(file.path());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), kStoreSchemaVersion);
+  StatusOr<RunInfo> old = (*store)->LoadRunInfo("v4-run");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->fingerprint, "{}");
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM accepted_changes"), 0);
+  RunInfo info = *old;
+  info.run_id = "v6-run";
+  info.state = "running";
+  info.fingerprint = R"({"build_flags": "Release -O2", "cpu_isa": "avx2 f16c"})";
+  ASSERT_TRUE((*store)->BeginRun(info, {}).ok());
+  StatusOr<RunInfo> loaded = (*store)->LoadRunInfo("v6-run");
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->fingerprint, info.fingerprint);
+}
+
 TEST(SchemaTest, ARunWhoseArgvIsNotAJsonArrayIsCorrupt) {
   TestDb file("badargv");
   auto store = ResultStore::Open(file.path());

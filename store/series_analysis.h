@@ -42,4 +42,44 @@ std::vector<int> StepChanges(const std::vector<double>& x, double sigma, double 
                              int min_segment = 2);
 
 double Mean(const std::vector<double>& x, int begin, int end);
+
+// The newest level shift of a series, the change point of `regressions` (docs/store.md,
+// "The alert rule", has the numbers that chose the constants). A shift starting at
+// index s (x[s..n) the new level, "after"; up to `max_before` points before s, "before")
+// is a candidate when
+//   - before has >= min_before points and after >= confirm points (minimum segment
+//     lengths, as Otava's E-divisive uses; `confirm` is the confirmation rule: a change
+//     must hold for that many nights);
+//   - every after point exceeds median(before) by more than max(point_sigmas x noise,
+//     floor), noise = max(sigma, the standard deviation of before): a single night back
+//     at the old level ends the shift, so one-night outliers cannot make one;
+//   - mean(after) - median(before) > floor.
+// Its score is z = (mean(after) - median(before)) / (noise x sqrt(1/na + (pi/2)/nb)), the
+// shift in standard errors (the median of nb normal points has variance pi/2 sigma^2/nb);
+// p = the one-sided normal tail of z (0 when sigma is 0: a deterministic series moved by
+// more than the floor). The candidate with the largest z wins. Orientation: larger is
+// worse; call it on -x for improvements.
+struct ShiftRule {
+  int min_before = 4;
+  int max_before = 10;
+  int confirm = 2;
+  double point_sigmas = 1.5;
+  double floor = 0;  // smallest shift that counts, in the series' unit
+};
+struct Shift {
+  int start = -1;                // -1: none
+  double before = 0, after = 0;  // median(before), mean(after)
+  double z = 0, p = 1;
+  bool found() const { return start >= 0; }
+};
+Shift NewestShift(const std::vector<double>& x, double sigma, const ShiftRule& rule);
+// Both directions in one pass: *worse as NewestShift(x), *better as NewestShift(-x)
+// (its before/after in the negated orientation).
+void NewestShifts(const std::vector<double>& x, double sigma, const ShiftRule& rule, Shift* worse,
+                  Shift* better);
+
+// Benjamini-Hochberg adjusted p-values (q-values) of `p`, out of m tests (m >= p.size():
+// the tests that found no candidate count with p = 1). Those <= q are the discoveries at
+// false discovery rate q.
+std::vector<double> BenjaminiHochberg(const std::vector<double>& p, size_t m);
 }  // namespace framegate

@@ -48,5 +48,39 @@ TEST(SeriesAnalysisTest, StepChangesFindsEachLevelShift) {
   EXPECT_TRUE(StepChanges({1, 1, 1, 1, 2, 2}, 0.01, 5, 4).empty());
 }
 
+TEST(SeriesAnalysisTest, NewestShiftNeedsTheConfirmationNightsAndIgnoresOneNightOutliers) {
+  ShiftRule rule;  // 4 nights before, 2 after, every after night 1 sigma out
+  const std::vector<double> quiet = {1.0, 1.01, 0.99, 1.0, 1.01, 0.99, 1.0, 1.01};
+  std::vector<double> step = quiet;
+  step.insert(step.end(), {1.2, 1.21});
+  const Shift s = NewestShift(step, 0.02, rule);
+  ASSERT_TRUE(s.found());
+  EXPECT_EQ(s.start, 8);
+  EXPECT_NEAR(s.after - s.before, 0.205, 1e-9);
+  EXPECT_LT(s.p, 1e-6);
+  std::vector<double> one_night = quiet;
+  one_night.push_back(1.5);  // not confirmed yet
+  EXPECT_FALSE(NewestShift(one_night, 0.02, rule).found());
+  std::vector<double> outlier = quiet;
+  outlier.insert(outlier.end(), {1.5, 1.0});  // came back: never a shift
+  EXPECT_FALSE(NewestShift(outlier, 0.02, rule).found());
+  rule.floor = 0.3;  // smaller than the floor: not a shift however quiet the series
+  EXPECT_FALSE(NewestShift(step, 0.02, rule).found());
+  // A noiseless series that moved past the floor: p = 0.
+  rule.floor = 0.01;
+  const Shift exact = NewestShift({2, 2, 2, 2, 2, 3, 3}, 0, rule);
+  ASSERT_TRUE(exact.found());
+  EXPECT_EQ(exact.p, 0);
+}
+
+TEST(SeriesAnalysisTest, BenjaminiHochbergAdjustsForEveryTest) {
+  // p-values of 3 candidates among 100 tests: q = p m / rank, made monotone.
+  const std::vector<double> q = BenjaminiHochberg({0.001, 0.0001, 0.04}, 100);
+  EXPECT_NEAR(q[1], 0.01, 1e-12);  // rank 1
+  EXPECT_NEAR(q[0], 0.05, 1e-12);  // rank 2: 0.001 x 100 / 2
+  EXPECT_NEAR(q[2], 1.0, 1e-12);   // rank 3: capped at 1
+  EXPECT_TRUE(BenjaminiHochberg({}, 10).empty());
+}
+
 }  // namespace
 }  // namespace framegate
