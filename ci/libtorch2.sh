@@ -177,6 +177,7 @@ install_packages() {
 build() {
   [[ $keep_build == 1 ]] || rm -rf "${root:?}$build_dir"
   in_chroot ccache -M 2G >/dev/null
+  in_chroot ccache -z >/dev/null  # the statistics printed below are this build's
   in_chroot cmake -S /src -B "$build_dir" -G Ninja >"$cache/configure.log" 2>&1 || {
     cat "$cache/configure.log"
     return 1
