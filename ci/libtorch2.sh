@@ -18,10 +18,17 @@
 # undone on every exit, a failed step included; a run killed outright leaves them, and
 # the next run removes them first.
 #
+# Options (for working in the chroot by hand; CI passes none):
+#   --keep-build   build incrementally in the existing build tree instead of a fresh one
+#   --build-only   stop after the build (no ctest, no cuda-compile)
+#   --exec CMD...  no build: mount, run CMD in the chroot (cwd /src, under nice, same
+#                  environment as the steps), unmount; exit status is CMD's
+#
 # Environment: FRAMEGATE_TRIXIE_CACHE, FRAMEGATE_TRIXIE_MIRROR (default
 # http://deb.debian.org/debian), FRAMEGATE_LIBTORCH2_JOBS (default nproc),
 # FRAMEGATE_LIBTORCH2_NICE (default 19: the stage uses idle CPU only), CUDA_HOME (default
-# /usr/local/cuda, bind-mounted read-only when present). Each step prints its time; exit
+# /usr/local/cuda, bind-mounted read-only when present), FRAMEGATE_LIBTORCH2_BUILD_DIR
+# (default /var/tmp/framegate-build, a path inside the chroot). Each step prints its time; exit
 # 0 all steps passed, 1 a step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +47,25 @@ mirror=${FRAMEGATE_TRIXIE_MIRROR:-http://deb.debian.org/debian}
 jobs=${FRAMEGATE_LIBTORCH2_JOBS:-$(nproc)}
 nice_level=${FRAMEGATE_LIBTORCH2_NICE:-19}
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
-build_dir=/var/tmp/framegate-build  # inside the chroot
+build_dir=${FRAMEGATE_LIBTORCH2_BUILD_DIR:-/var/tmp/framegate-build}  # inside the chroot
+
+keep_build=0
+build_only=0
+exec_cmd=()
+while (($# > 0)); do
+  case $1 in
+    --keep-build) keep_build=1 ;;
+    --build-only) build_only=1 ;;
+    --exec)
+      shift
+      exec_cmd=("$@")
+      ((${#exec_cmd[@]} > 0)) || { echo "libtorch2: error: --exec needs a command" >&2; exit 1; }
+      break
+      ;;
+    *) echo "libtorch2: error: unknown option $1" >&2; exit 1 ;;
+  esac
+  shift
+done
 
 summary=()
 failed=0
@@ -150,8 +175,9 @@ install_packages() {
 }
 
 build() {
-  rm -rf "${root:?}$build_dir"
+  [[ $keep_build == 1 ]] || rm -rf "${root:?}$build_dir"
   in_chroot ccache -M 2G >/dev/null
+  in_chroot ccache -z >/dev/null  # the statistics printed below are this build's
   in_chroot cmake -S /src -B "$build_dir" -G Ninja >"$cache/configure.log" 2>&1 || {
     cat "$cache/configure.log"
     return 1
@@ -188,7 +214,12 @@ else
 fi
 [[ -n "$(mounts_under "$root/src")" ]] || step mount mount_all || finish
 echo "libtorch2: $(in_chroot dpkg-query -W -f='libtorch-dev ${Version}, g++ ' libtorch-dev)$(in_chroot g++ -dumpversion)"
+if ((${#exec_cmd[@]} > 0)); then
+  in_chroot bash -c 'cd /src && exec "$@"' exec "${exec_cmd[@]}"
+  exit $?
+fi
 step build build || finish
+[[ $build_only == 0 ]] || finish
 step ctest run_ctest
 step cuda-compile cuda_compile
 finish

@@ -11,14 +11,15 @@
 namespace framegate {
 namespace {
 
-// Every cell of these runs computes in FP16 on the CPU: UNSUPPORTED here, recorded
-// without a cell process, so the whole use case (plan, begin, record, finish, resume)
-// runs against a real store without LibTorch.
+// Every cell of these runs is on cuda:0, which kCpuOnly lacks: UNSUPPORTED with any
+// LibTorch (FP16 on the CPU runs from 2.2 on), recorded without a cell process, so the
+// whole use case (plan, begin, record, finish, resume) runs against a real store without
+// LibTorch.
 const std::vector<DeviceInfo> kCpuOnly = {{"cpu", "test CPU", "", 0, ""}};
 
 std::string WriteMatrix(const TestDb& dir, const std::string& extra) {
   const std::string path = dir.dir() + "/m.toml";
-  std::ofstream(path) << "name = \"m\"\n[axes]\npipelines = [\"tiny\"]\ndevices = [\"cpu\"]\n"
+  std::ofstream(path) << "name = \"m\"\n[axes]\npipelines = [\"tiny\"]\ndevices = [\"cuda:0\"]\n"
                          "policies = [\"fp16\"]\nseeds = [0, 1, 2, 3, 4, 5, 6, 7]\n"
                       << extra;
   return path;
