@@ -34,8 +34,9 @@ stage build bash ci/build.sh
 stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
 stage cuda-compile bash ci/cuda_compile_check.sh
 # LibTorch 2.6 in a Debian 13 chroot (ci/libtorch2.sh; root, and the network the first
-# time); FRAMEGATE_LIBTORCH2=0 skips it (docs/build.md gives its times).
-if [[ "${FRAMEGATE_LIBTORCH2:-1}" != 0 ]]; then
+# time); opt-in with FRAMEGATE_LIBTORCH2=1 until it has passed in a whole CI run on the
+# current tree (docs/build.md gives its times).
+if [[ "${FRAMEGATE_LIBTORCH2:-0}" != 0 ]]; then
   stage libtorch2 bash ci/libtorch2.sh
 fi
 if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
