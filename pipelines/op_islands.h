@@ -67,7 +67,7 @@ class OpIslandObserver : public GraphObserver {
 
   const DtypePolicy& policy_;
   GraphObserver& inner_;
-  const ModuleObserver& watch_;
+  ModuleObserver watch_;  // a copy: callers may pass a temporary
   int step_;
   bool active_;
   std::vector<at::Tensor> island_outputs_;  // kept alive: their impls identify them
