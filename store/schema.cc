@@ -387,9 +387,8 @@ Status MigrateV7ToV8(SqliteDb& db) { return db.Exec(kMigrateV7ToV8); }
 
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3,
-                                    MigrateV3ToV4, MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7,
-                                    MigrateV7ToV8};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4,
+                                    MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 
