@@ -123,6 +123,24 @@ struct Advice {
   bool found() const { return status_after == CellStatus::kPass; }
 };
 
+// One step-replay pass of a cell (`check --replay`): every sampler step run from the
+// golden's latents before it (teacher forcing) and judged against the golden's latents
+// after it, so that an error is found at the step that makes it.
+struct StepReplay {
+  // Relative L2 of step i's output against the golden's latents after step i.
+  std::vector<double> step_rel_l2;
+  double decode_rel_l2 = 0;       // frames decoded from the golden's final latents vs its frames
+  int first_nonfinite_step = -2;  // first step with a NaN/Inf output; -1 the decode; -2 none
+  // sha256 of every step's output and the decoded frames, bytes as computed: equal
+  // digests are bitwise equal passes.
+  std::string digest;
+  // Per step, the L2 norm of each module's output in call order (what a device is
+  // compared with its peers by, to name the first module that deviates).
+  std::vector<std::vector<double>> module_norms;
+  std::vector<std::string> modules;  // the module names of module_norms' columns, step 0's calls
+  double seconds = 0;                // the pass's wall time
+};
+
 struct CellTimings {
   int warmup = 0;                          // runs before the timed ones
   double load_seconds = 0;                 // model creation and placement
@@ -160,6 +178,7 @@ struct CellResult {
   // the reference model under a plain policy (it sees everything, nothing emulated).
   std::string observed;
   std::optional<Advice> advice;  // when `framegate advise` ran on this cell
+  std::vector<StepReplay> replays;  // `check --replay`: one per repeat
   CellTimings timings;
   std::string golden;         // golden file used, "" when none
   std::string artifacts_dir;  // candidate frames/latents saved here, "" when not kept
