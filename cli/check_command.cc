@@ -13,6 +13,7 @@
 #include "cli/output_file.h"
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
+#include "pipelines/sdc_injection.h"
 #include "runners/cell_runner.h"
 
 namespace framegate {
@@ -31,7 +32,28 @@ struct CheckOptions {
   int repeats = 1;
   int warmup = 0;
   int threads = 0;
+  int replay = 0;
+  std::string inject_sdc;
 };
+
+// `--replay`: each step's relative L2 against the golden, and the step that makes the
+// largest error, per pass.
+void PrintReplays(FILE* text, const CellResult& r) {
+  for (size_t p = 0; p < r.replays.size(); ++p) {
+    const StepReplay& pass = r.replays[p];
+    std::string steps;
+    size_t worst = 0;
+    for (size_t i = 0; i < pass.step_rel_l2.size(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.2e", i ? " " : "", pass.step_rel_l2[i]);
+      steps += buf;
+      if (pass.step_rel_l2[i] > pass.step_rel_l2[worst]) worst = i;
+    }
+    std::fprintf(
+        text, "              replay %zu: step rel_l2 [%s], decode %.2e; largest at step %zu; digest %.12s\n",
+        p + 1, steps.c_str(), pass.decode_rel_l2, worst, pass.digest.c_str());
+  }
+}
 
 // "min_psnr=41.2 dB, mean_ssim=0.9985" or the reason.
 std::string Summary(const CellResult& r) {
@@ -54,6 +76,13 @@ int RunCheck(const CheckOptions& o) {
   run.use_calibration = !o.ignore_calibration;
   run.repeats = o.repeats;
   run.warmup = o.warmup;
+  run.replays = o.replay;
+  run.inject_sdc = o.inject_sdc;
+  if (!o.inject_sdc.empty()) {
+    if (o.replay == 0) return ReportError(Status::InvalidInput("--inject-sdc needs --replay N"));
+    StatusOr<SdcSpec> spec = ParseSdcSpec(o.inject_sdc);
+    if (!spec.ok()) return ReportError(spec.status());
+  }
   // The cells share the golden they are judged with (one per seed) and, within a
   // policy, the model.
   CellRunCache cache;
@@ -79,6 +108,7 @@ int RunCheck(const CheckOptions& o) {
     const size_t fp64_missing = result->observed.find("fp64_error_ratio not measured");  // cell_runner.cc
     if (fp64_missing != std::string::npos)
       std::fprintf(text, "              %s\n", result->observed.substr(fp64_missing).c_str());
+    PrintReplays(text, *result);
     if (IsFailure(result->status)) {
       failed = true;
       if (result->producer.attempted())
@@ -126,6 +156,13 @@ Command AddCheckCommand(CLI::App& parent) {
   app->add_option("--warmup", o->warmup, "Untimed runs before the timed ones")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app->add_option("--replay", o->replay,
+                  "Step replay: N passes that run each sampler step from the golden's latents before it "
+                  "and compare its output with the golden's after it (instead of free runs)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--inject-sdc", o->inject_sdc,
+                  "Testing aid: flip bits in op outputs, DEVICE:RATE[:transient|persistent][:BITS] "
+                  "(docs/qualification.md); needs --replay");
   AddThreadsOption(app, &o->threads);
   return {app, [o] { return RunCheck(*o); }};
 }

@@ -20,6 +20,9 @@ const std::vector<PassThroughCommand>& PassThroughCommands() {
     {"generate", "Run one pipeline config on one device and write its frames (PNG + frames.npy)"},
     {"golden", "Make, check and list FP32 golden frames"},
     {"info", "Show the build, LibTorch, BLAS, threads and devices"},
+    {"qualify",
+     "Qualify devices: replay a matrix's cells step by step on each, repeated, and give each "
+     "device PASS, DEGRADED or FAULTY with its reasons (exit 0 all PASS, 1 not, 2 error)"},
 #if FRAMEGATE_WITH_CUDA
     {"list", kListSummary},
 #endif

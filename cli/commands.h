@@ -27,6 +27,7 @@ Command AddCheckCommand(CLI::App& parent);
 Command AddGoldenCommand(CLI::App& parent);
 Command AddInfoCommand(CLI::App& parent);
 Command AddRunCellCommand(CLI::App& parent);
+Command AddQualifyCommand(CLI::App& parent);
 
 // PipelineCliOptions::ToSpec is defined in pipeline_spec.cc (it resolves with LibTorch).
 

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands;
   for (auto add : {AddAdviseCommand, AddAuditCommand, AddCalibrateCommand, AddCheckCommand, AddCompareCommand,
                    AddDbCommand, AddDevicesCommand, AddGenerateCommand, AddGoldenCommand, AddHistoryCommand,
-                   AddInfoCommand, AddListCommand, AddMergeCommand, AddMetricsCommand, AddRegressionsCommand,
+                   AddInfoCommand, AddListCommand, AddMergeCommand, AddMetricsCommand, AddQualifyCommand, AddRegressionsCommand,
                    AddReportCommand, AddRunCommand, AddRunCellCommand}) {
     commands.push_back(add(app));
   }

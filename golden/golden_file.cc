@@ -61,14 +61,20 @@ GoldenProvenance ProvenanceFromJson(const json& j) {
 Status WriteGolden(const std::string& path, const Golden& golden) {
   const at::Tensor frames = golden.frames.to(at::kCPU, at::kFloat).contiguous();
   const at::Tensor latents = golden.latents.to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor trajectory =
+      golden.trajectory.defined() ? golden.trajectory.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
   const GoldenProvenance& p = golden.provenance;
   json header;
   header["__metadata__"] = ProvenanceToJson(p);
   header["__metadata__"]["format"] = kGoldenFormat;
-  header["__metadata__"]["format_version"] = std::to_string(kGoldenFormatVersion);
+  // A golden without a trajectory is written as version 1, which needs none.
+  header["__metadata__"]["format_version"] =
+      trajectory.defined() ? std::to_string(kGoldenFormatVersion) : "1";
   const uint64_t frames_bytes = static_cast<uint64_t>(frames.numel()) * 4;
   header["frames"] = TensorEntry(frames, 0);
   header["latents"] = TensorEntry(latents, frames_bytes);
+  if (trajectory.defined())
+    header["trajectory"] = TensorEntry(trajectory, frames_bytes + static_cast<uint64_t>(latents.numel()) * 4);
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // safetensors pads the header to 8 bytes
   const std::string tmp = path + ".tmp";
@@ -84,6 +90,10 @@ Status WriteGolden(const std::string& path, const Golden& golden) {
               static_cast<std::streamsize>(frames_bytes));
     out.write(reinterpret_cast<const char*>(latents.data_ptr<float>()),
               static_cast<std::streamsize>(latents.numel() * 4));
+    if (trajectory.defined()) {
+      out.write(reinterpret_cast<const char*>(trajectory.data_ptr<float>()),
+                static_cast<std::streamsize>(trajectory.numel() * 4));
+    }
     if (!out.flush()) return Status::IoError(tmp + ": write failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -105,6 +115,7 @@ StatusOr<Golden> ParseGolden(const std::string& path, const std::string& bytes) 
   Golden golden;
   golden.frames = ToTensor(layout->frames);
   golden.latents = ToTensor(layout->latents);
+  if (layout->trajectory.data != nullptr) golden.trajectory = ToTensor(layout->trajectory);
   golden.provenance = ProvenanceFromJson(layout->metadata);
   return golden;
 }

@@ -3,11 +3,13 @@
 // package, or with 10 lines of numpy):
 //   u64 little-endian N | N bytes of JSON header | raw tensor data
 // The header has the tensors "frames" (F32 [T, H, W, 3], values in [0, 1]) and
-// "latents" (F32 [1, C, T, h, w]) with their data_offsets, and "__metadata__" (string
+// "latents" (F32 [1, C, T, h, w]) and, from format_version 2, "trajectory" (F32
+// [S + 1, 1, C, T, h, w]: the latents before step 0 and after each sampler step, what
+// step replay starts each step from and judges it by) with their data_offsets, and "__metadata__" (string
 // values only, as safetensors requires):
-//   format "framegate-golden", format_version "1", config (GoldenKey canonical string),
+//   format "framegate-golden", format_version "2", config (GoldenKey canonical string),
 //   config_hash, framegate_version, libtorch_version, blas, device, command, created_at.
-// Data is little-endian, C order, frames first.
+// Data is little-endian, C order: frames, latents, trajectory.
 #pragma once
 
 #include <string>
@@ -37,8 +39,9 @@ nlohmann::json ProvenanceToJson(const GoldenProvenance& provenance);
 GoldenProvenance ProvenanceFromJson(const nlohmann::json& json);
 
 struct Golden {
-  at::Tensor frames;   // [T, H, W, 3] float32, CPU
-  at::Tensor latents;  // [1, C, T, h, w] float32, CPU
+  at::Tensor frames;      // [T, H, W, 3] float32, CPU
+  at::Tensor latents;     // [1, C, T, h, w] float32, CPU
+  at::Tensor trajectory;  // [S + 1, 1, C, T, h, w] float32, CPU; undefined in a version 1 golden
   GoldenProvenance provenance;
 };
 

@@ -1,5 +1,7 @@
 #include "golden/golden_format.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -95,6 +97,15 @@ StatusOr<GoldenLayout> ParseGoldenLayout(const std::string& path, const std::str
   if (!latents.ok()) return latents.status();
   if (frames->shape[3] != 3) return Status::Corrupt(path + ": frames must be [T, H, W, 3]");
   if (latents->shape[0] != 1) return Status::Corrupt(path + ": latents must be [1, C, T, h, w]");
+  if (version >= 2) {
+    StatusOr<GoldenTensorBytes> trajectory = FindTensor(path, header, "trajectory", data, data_size, 6);
+    if (!trajectory.ok()) return trajectory.status();
+    if (trajectory->shape[0] < 1 ||
+        !std::equal(latents->shape.begin(), latents->shape.end(), trajectory->shape.begin() + 1)) {
+      return Status::Corrupt(path + ": trajectory must be [S + 1, 1, C, T, h, w] with the latents' shape");
+    }
+    layout.trajectory = std::move(*trajectory);
+  }
   layout.frames = std::move(*frames);
   layout.latents = std::move(*latents);
   layout.metadata = meta;

@@ -14,7 +14,9 @@
 namespace framegate {
 
 constexpr const char* kGoldenFormat = "framegate-golden";
-constexpr int kGoldenFormatVersion = 1;
+// Version 2 adds "trajectory"; version 1 goldens (frames and latents only) still judge
+// frames, not step replay.
+constexpr int kGoldenFormatVersion = 2;
 
 // One F32 tensor of a golden: its shape and its little-endian bytes inside the file.
 struct GoldenTensorBytes {
@@ -27,7 +29,10 @@ struct GoldenTensorBytes {
 struct GoldenLayout {
   GoldenTensorBytes frames;   // [T, H, W, 3]
   GoldenTensorBytes latents;  // [1, C, T, h, w]
-  nlohmann::json metadata;    // "__metadata__": an object of strings
+  // [S + 1, 1, C, T, h, w]: the latents before step 0 and after each step (version >= 2;
+  // `data` is null in a version 1 golden).
+  GoldenTensorBytes trajectory;
+  nlohmann::json metadata;  // "__metadata__": an object of strings
 };
 
 // Checks a golden file's bytes: Corrupt naming the path and the problem for a truncated

@@ -112,7 +112,9 @@ StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec, const std::str
   }
   StatusOr<GoldenKey> key = GoldenKeyOf(spec);
   if (!key.ok()) return key.status();
-  StatusOr<PipelineOutcome> outcome = RunPipeline(spec);
+  PipelineSpec traced = spec;
+  traced.keep_trajectory = true;  // a golden keeps every step's latents, for step replay
+  StatusOr<PipelineOutcome> outcome = RunPipeline(traced);
   if (!outcome.ok()) return outcome.status();
   if (outcome->kind != RunEnd::kFinished) {
     return Status::Internal("the FP32 reference run failed: " + (outcome->kind == RunEnd::kError
@@ -131,6 +133,7 @@ StatusOr<std::string> GoldenStore::Make(const PipelineSpec& spec, const std::str
   Golden golden;
   golden.frames = result.frames;
   golden.latents = result.latents;
+  golden.trajectory = result.trajectory;
   GoldenProvenance& p = golden.provenance;
   p.config = key->CanonicalString();
   p.config_hash = key->Hash();

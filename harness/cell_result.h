@@ -129,7 +129,12 @@ struct Advice {
 struct StepReplay {
   // Relative L2 of step i's output against the golden's latents after step i.
   std::vector<double> step_rel_l2;
-  double decode_rel_l2 = 0;       // frames decoded from the golden's final latents vs its frames
+  double decode_rel_l2 = 0;  // frames decoded from the golden's final latents vs its frames
+  // Those frames judged by the cell's bound (profile or calibration): the first bound
+  // they break ("" when none), their worst-frame PSNR and the bound on it (NaN: none).
+  std::string decode_violation;
+  double decode_min_psnr = 0;
+  double decode_psnr_bound = std::numeric_limits<double>::quiet_NaN();
   int first_nonfinite_step = -2;  // first step with a NaN/Inf output; -1 the decode; -2 none
   // sha256 of every step's output and the decoded frames, bytes as computed: equal
   // digests are bitwise equal passes.
@@ -177,7 +182,7 @@ struct CellResult {
   // CPU: tf32 inputs", "native on CUDA: tf32_cublas=1 ...", "attention: math ...". "" for
   // the reference model under a plain policy (it sees everything, nothing emulated).
   std::string observed;
-  std::optional<Advice> advice;  // when `framegate advise` ran on this cell
+  std::optional<Advice> advice;     // when `framegate advise` ran on this cell
   std::vector<StepReplay> replays;  // `check --replay`: one per repeat
   CellTimings timings;
   std::string golden;         // golden file used, "" when none

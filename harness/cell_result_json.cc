@@ -166,6 +166,44 @@ Advice AdviceFromJson(const json& j) {
   return a;
 }
 
+json ReplayToJson(const StepReplay& p) {
+  json steps = json::array(), norms = json::array();
+  for (double e : p.step_rel_l2) steps.push_back(Number(e));
+  for (const std::vector<double>& step : p.module_norms) {
+    json row = json::array();
+    for (double n : step) row.push_back(Number(n));
+    norms.push_back(row);
+  }
+  return {{"step_rel_l2", steps},
+          {"decode_rel_l2", Number(p.decode_rel_l2)},
+          {"decode_violation", p.decode_violation},
+          {"decode_min_psnr", Number(p.decode_min_psnr)},
+          {"decode_psnr_bound", Number(p.decode_psnr_bound)},
+          {"first_nonfinite_step", p.first_nonfinite_step},
+          {"digest", p.digest},
+          {"modules", p.modules},
+          {"module_norms", norms},
+          {"seconds", Number(p.seconds)}};
+}
+
+StepReplay ReplayFromJson(const json& j) {
+  StepReplay p;
+  for (const json& e : j.at("step_rel_l2")) p.step_rel_l2.push_back(ReadNumber(e, kNaN));
+  p.decode_rel_l2 = ReadNumber(j.at("decode_rel_l2"), kNaN);
+  p.decode_violation = j.at("decode_violation").get<std::string>();
+  p.decode_min_psnr = ReadNumber(j.at("decode_min_psnr"), kNaN);
+  p.decode_psnr_bound = ReadNumber(j.at("decode_psnr_bound"), kNaN);
+  p.first_nonfinite_step = j.at("first_nonfinite_step").get<int>();
+  p.digest = j.at("digest").get<std::string>();
+  p.modules = j.at("modules").get<std::vector<std::string>>();
+  for (const json& row : j.at("module_norms")) {
+    p.module_norms.emplace_back();
+    for (const json& n : row) p.module_norms.back().push_back(ReadNumber(n, kNaN));
+  }
+  p.seconds = ReadNumber(j.at("seconds"), kNaN);
+  return p;
+}
+
 json CellToJson(const Cell& c) {
   json j = {{"cell_id", c.Id()}, {"pipeline", c.Pipeline()}};
   VisitCellFields(c, [&](const CellField& field, const auto& value) { j[field.name] = value; });
@@ -241,6 +279,10 @@ json CellResultToJson(const CellResult& r) {
                      {"artifacts_dir", r.artifacts_dir},
                      {"repro", r.repro}};
   j.update(rest);
+  if (!r.replays.empty()) {
+    json& replays = j["replays"] = json::array();
+    for (const StepReplay& p : r.replays) replays.push_back(ReplayToJson(p));
+  }
   return j;
 }
 
@@ -292,6 +334,9 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
     r.golden = j.at("golden").get<std::string>();
     r.artifacts_dir = j.at("artifacts_dir").get<std::string>();
     r.repro = j.at("repro").get<std::string>();
+    if (j.contains("replays")) {
+      for (const json& p : j.at("replays")) r.replays.push_back(ReplayFromJson(p));
+    }
     return r;
   } catch (const std::exception& e) {
     return Status::InvalidInput(std::string("cell result JSON: ") + e.what());

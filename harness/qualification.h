@@ -42,9 +42,9 @@ struct DeviceQualification {
   std::string kind;    // what it is compared with ("cpu", "NVIDIA H100 80GB HBM3")
   DeviceVerdict verdict = DeviceVerdict::kPass;
   std::vector<QualificationReason> reasons;  // most severe first
-  int cells = 0;         // cells run on the device
-  int repeats = 0;       // passes per cell
-  double seconds = 0;    // the median pass time, summed over the cells
+  int cells = 0;                             // cells run on the device
+  int repeats = 0;                           // passes per cell
+  double seconds = 0;                        // the median pass time, summed over the cells
 };
 
 }  // namespace framegate

@@ -222,7 +222,9 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
 
   bool threw = true;
   try {
-    outcome.result = Generate(model, outcome.sampler, spec.seed, on_step);
+    outcome.result = spec.replay_trajectory.defined()
+                         ? ReplaySteps(model, outcome.sampler, spec.seed, spec.replay_trajectory, on_step)
+                         : Generate(model, outcome.sampler, spec.seed, on_step, spec.keep_trajectory);
     threw = false;
   } catch (const std::bad_alloc&) {
     outcome.kind = RunEnd::kError;

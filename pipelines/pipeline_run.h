@@ -27,6 +27,11 @@ struct PipelineSpec {
   uint64_t weight_seed = 0;
   FaultCase fault = FaultCase::kNone;
   std::optional<SamplerConfig> sampler;  // default: the size's or the package's
+  // A free run keeps its latents before and after every step (a golden's trajectory)
+  // when set; with `replay_trajectory` defined the run is a step replay from it instead
+  // (ReplaySteps, sampler.h).
+  bool keep_trajectory = false;
+  at::Tensor replay_trajectory;
 
   // "reference:tiny" or "model:<name from model.toml>" (package name needs the manifest).
   std::string PipelineName() const;

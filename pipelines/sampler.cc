@@ -86,51 +86,101 @@ at::Tensor FramesFromDecoded(const at::Tensor& decoded) {
       .contiguous();
 }
 
-GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
-                          const StepObserver& on_step) {
-  const GenerationInputs inputs = DrawInputs(model.geometry(), seed);
-  const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
-  const at::Tensor cond = inputs.cond.to(opts);
-  const std::vector<double> alpha_bar = AlphasCumprod();
-  const std::vector<int64_t> timesteps = SamplerTimesteps(sampler.steps);
-  const int n = static_cast<int>(timesteps.size());
-  auto sigma = [&](int i) {  // sigma_i, with sigma_n = 0
+namespace {
+
+// The schedule of a sampler run: timesteps, alpha_bar and Euler's sigmas.
+struct Schedule {
+  std::vector<double> alpha_bar = AlphasCumprod();
+  std::vector<int64_t> timesteps;
+  int n = 0;
+  explicit Schedule(int steps) : timesteps(SamplerTimesteps(steps)), n(static_cast<int>(timesteps.size())) {}
+  double sigma(int i) const {  // sigma_i, with sigma_n = 0
     if (i >= n) return 0.0;
     const double a = alpha_bar[timesteps[i]];
     return std::sqrt((1.0 - a) / a);
-  };
-
-  GenerationResult result;
-  at::Tensor x = inputs.noise.to(opts);  // [1, C, T, h, w]
-  if (sampler.kind == SamplerKind::kEuler) x = x * std::sqrt(sigma(0) * sigma(0) + 1.0);
-  for (int i = 0; i < n; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    model.BeginStep(i);
-    const double t = static_cast<double>(timesteps[i]);
-    if (sampler.kind == SamplerKind::kDdim) {
-      const double a = alpha_bar[timesteps[i]];
-      const double a_prev = i + 1 < n ? alpha_bar[timesteps[i + 1]] : 1.0;
-      const at::Tensor eps = GuidedNoise(model, i, x, t, cond, sampler.guidance);
-      const at::Tensor x0 = (x - eps * std::sqrt(1.0 - a)) / std::sqrt(a);
-      x = x0 * std::sqrt(a_prev) + eps * std::sqrt(1.0 - a_prev);
-    } else {
-      const double s = sigma(i);
-      const at::Tensor eps = GuidedNoise(model, i, x / std::sqrt(s * s + 1.0), t, cond, sampler.guidance);
-      x = x + eps * (sigma(i + 1) - s);
-    }
-    SynchronizeDevice(model.device());
-    result.step_seconds.push_back(SecondsSince(start));
-    if (on_step) on_step(i, x);
   }
+};
 
+// Sampler step i from latents x: the latents after it (the formulas at the top of sampler.h).
+at::Tensor SamplerStep(VideoModel& model, const SamplerConfig& sampler, const Schedule& s, int i,
+                       const at::Tensor& x, const at::Tensor& cond) {
+  model.BeginStep(i);
+  const double t = static_cast<double>(s.timesteps[i]);
+  if (sampler.kind == SamplerKind::kDdim) {
+    const double a = s.alpha_bar[s.timesteps[i]];
+    const double a_prev = i + 1 < s.n ? s.alpha_bar[s.timesteps[i + 1]] : 1.0;
+    const at::Tensor eps = GuidedNoise(model, i, x, t, cond, sampler.guidance);
+    const at::Tensor x0 = (x - eps * std::sqrt(1.0 - a)) / std::sqrt(a);
+    return x0 * std::sqrt(a_prev) + eps * std::sqrt(1.0 - a_prev);
+  }
+  const double sigma = s.sigma(i);
+  const at::Tensor eps = GuidedNoise(model, i, x / std::sqrt(sigma * sigma + 1.0), t, cond, sampler.guidance);
+  return x + eps * (s.sigma(i + 1) - sigma);
+}
+
+// Decodes the final latents x into `result` (decoded, frames, decode_seconds).
+void DecodeInto(VideoModel& model, const at::Tensor& x, GenerationResult& result) {
   const auto start = std::chrono::steady_clock::now();
   model.BeginStep(-1);
   const at::Tensor decoded = model.Decode(x);
   SynchronizeDevice(model.device());
   result.decode_seconds = SecondsSince(start);
-  result.latents = x.to(at::kFloat).to(at::kCPU);
   result.decoded = decoded.to(at::kFloat).to(at::kCPU).contiguous();
   result.frames = FramesFromDecoded(result.decoded);
+}
+
+at::Tensor OnCpuFloat(const at::Tensor& x) { return x.to(at::kFloat).to(at::kCPU); }
+
+}  // namespace
+
+GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
+                          const StepObserver& on_step, bool keep_trajectory) {
+  const GenerationInputs inputs = DrawInputs(model.geometry(), seed);
+  const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
+  const at::Tensor cond = inputs.cond.to(opts);
+  const Schedule schedule(sampler.steps);
+  GenerationResult result;
+  at::Tensor x = inputs.noise.to(opts);  // [1, C, T, h, w]
+  if (sampler.kind == SamplerKind::kEuler) x = x * std::sqrt(schedule.sigma(0) * schedule.sigma(0) + 1.0);
+  std::vector<at::Tensor> trajectory;
+  if (keep_trajectory) trajectory.push_back(OnCpuFloat(x));
+  for (int i = 0; i < schedule.n; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    x = SamplerStep(model, sampler, schedule, i, x, cond);
+    SynchronizeDevice(model.device());
+    result.step_seconds.push_back(SecondsSince(start));
+    if (keep_trajectory) trajectory.push_back(OnCpuFloat(x));
+    if (on_step) on_step(i, x);
+  }
+  DecodeInto(model, x, result);
+  result.latents = OnCpuFloat(x);
+  if (keep_trajectory) result.trajectory = at::stack(trajectory);
+  return result;
+}
+
+GenerationResult ReplaySteps(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
+                             const at::Tensor& trajectory, const StepObserver& on_step) {
+  const Schedule schedule(sampler.steps);
+  if (trajectory.dim() != 6 || trajectory.size(0) != schedule.n + 1) {
+    throw std::invalid_argument("step replay needs the latents before and after each of " +
+                                std::to_string(schedule.n) + " steps, got shape " +
+                                c10::str(trajectory.sizes()));
+  }
+  const auto opts = at::TensorOptions().dtype(model.latent_dtype()).device(model.device());
+  const at::Tensor cond = DrawInputs(model.geometry(), seed).cond.to(opts);
+  GenerationResult result;
+  std::vector<at::Tensor> outputs = {trajectory[0]};
+  for (int i = 0; i < schedule.n; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const at::Tensor x = SamplerStep(model, sampler, schedule, i, trajectory[i].to(opts), cond);
+    SynchronizeDevice(model.device());
+    result.step_seconds.push_back(SecondsSince(start));
+    outputs.push_back(OnCpuFloat(x));
+    if (on_step) on_step(i, x);
+  }
+  DecodeInto(model, trajectory[schedule.n].to(opts), result);
+  result.trajectory = at::stack(outputs);
+  result.latents = outputs.back();
   return result;
 }
 

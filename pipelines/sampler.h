@@ -39,6 +39,9 @@ struct GenerationResult {
   at::Tensor decoded;                // decoder output [1, 3, T, H, W], float32, CPU, not clamped
   at::Tensor frames;                 // [T, H, W, 3], float32, CPU, in [0, 1]
   std::vector<double> step_seconds;  // wall time of each sampler step
+  // [S + 1, 1, C, T, h, w] float32, CPU: the latents before step 0, then after each step
+  // (Generate with keep_trajectory; ReplaySteps: each step's output from the golden's input).
+  at::Tensor trajectory;
   double decode_seconds = 0;
 };
 
@@ -50,7 +53,16 @@ using StepObserver = std::function<void(int step, const at::Tensor& latents)>;
 // shape [...] for latents of shape [...]" when the model's eps, on any step, is not the
 // shape of the latents it was given (it would be broadcast).
 GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
-                          const StepObserver& on_step = nullptr);
+                          const StepObserver& on_step = nullptr, bool keep_trajectory = false);
+
+// Step replay (teacher forcing): runs each sampler step i from `trajectory[i]` (a
+// golden's latents before step i, [S + 1, 1, C, T, h, w]) instead of from the previous
+// step's output, and decodes `trajectory[S]`. result.trajectory[i + 1] is step i's output
+// and result.latents the last step's; an error is thus seen at the step that makes it,
+// not amplified by the steps after it. Throws std::invalid_argument when `trajectory`
+// has not S + 1 latents; the model's exceptions propagate as in Generate.
+GenerationResult ReplaySteps(VideoModel& model, const SamplerConfig& sampler, uint64_t seed,
+                             const at::Tensor& trajectory, const StepObserver& on_step = nullptr);
 
 // Decoder output [1, 3, T, H, W] in [-1, 1] -> frames [T, H, W, 3] in [0, 1] (float32, CPU).
 at::Tensor FramesFromDecoded(const at::Tensor& decoded);

@@ -73,5 +73,32 @@ TEST(SamplerTest, StepObserverSeesEveryStep) {
   EXPECT_EQ(steps, (std::vector<int>{0, 1, 2, 3}));
 }
 
+TEST(SamplerTest, ReplayOfARunsTrajectoryRepeatsEachStepExactly) {
+  for (SamplerKind kind : {SamplerKind::kDdim, SamplerKind::kEuler}) {
+    ZeroDataModel model;
+    const SamplerConfig sampler{kind, 4, 3.0};
+    const GenerationResult run = Generate(model, sampler, 7, nullptr, /*keep_trajectory=*/true);
+    ASSERT_EQ(run.trajectory.size(0), 5);
+    EXPECT_TRUE(at::equal(run.trajectory[4], run.latents));
+    const GenerationResult replay = ReplaySteps(model, sampler, 7, run.trajectory);
+    EXPECT_TRUE(at::equal(replay.trajectory, run.trajectory));
+    EXPECT_TRUE(at::equal(replay.frames, run.frames));
+    EXPECT_EQ(replay.step_seconds.size(), 4u);
+  }
+}
+
+TEST(SamplerTest, ReplayStartsEveryStepFromTheGivenLatentsNotFromTheLastOutput) {
+  ZeroDataModel model;
+  const SamplerConfig sampler{SamplerKind::kDdim, 3, 1.0};
+  GenerationResult run = Generate(model, sampler, 1, nullptr, true);
+  at::Tensor changed = run.trajectory.clone();
+  changed[1].add_(1.0);  // step 1's input only
+  const GenerationResult replay = ReplaySteps(model, sampler, 1, changed);
+  EXPECT_TRUE(at::equal(replay.trajectory[1], run.trajectory[1]));   // step 0: as before
+  EXPECT_FALSE(at::equal(replay.trajectory[2], run.trajectory[2]));  // step 1: from the change
+  EXPECT_TRUE(at::equal(replay.trajectory[3], run.trajectory[3]));   // step 2: as before
+  EXPECT_THROW(ReplaySteps(model, {SamplerKind::kDdim, 5, 1.0}, 1, changed), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace framegate

@@ -35,7 +35,14 @@ struct CellRunOptions {
   // --ignore-calibration`).
   bool use_calibration = true;
   std::string artifacts_dir;  // when set: frames.npy and latents.npy of the candidate
-  int probe_count = 8;        // least-headroom modules kept in the result
+  // Step replay (`check --replay N`): N teacher-forced passes from the golden's
+  // trajectory instead of the free runs (CellResult::replays); the cell is judged by the
+  // first pass. 0: free runs.
+  int replays = 0;
+  // Silent corruption injected into the replay passes (pipelines/sdc_injection.h's
+  // grammar; "" none): applied when this process's device is the spec's.
+  std::string inject_sdc;
+  int probe_count = 8;  // least-headroom modules kept in the result
   // Models and goldens kept across cells; null: a cache for this cell only (its warmup,
   // repeats and reruns still share one model).
   CellRunCache* cache = nullptr;

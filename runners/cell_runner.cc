@@ -14,9 +14,11 @@
 #include "golden/golden_store.h"
 #include "harness/memory_info.h"
 #include "harness/npy.h"
+#include "harness/sha256.h"
 #include "pipelines/model_package.h"
 #include "runners/cell_bound.h"
 #include "runners/error_producer.h"
+#include "runners/step_replay.h"
 
 namespace framegate {
 namespace {
@@ -80,11 +82,6 @@ StatusOr<GoldenLookup> LookUpGolden(const ResolvedCell& cell, const std::string&
   return lookup;
 }
 
-double RelL2(const at::Tensor& x, const at::Tensor& ref) {
-  const at::Tensor r = ref.to(at::kDouble);
-  return (x.to(at::kDouble) - r).norm().item<double>() / r.norm().item<double>();
-}
-
 // error(candidate, fp64) / error(golden, fp64): how many times the FP32 golden's own
 // error the candidate's is. The FP64 run is the same config on the CPU.
 StatusOr<double> Fp64ErrorRatio(const PipelineSpec& spec, const at::Tensor& candidate,
@@ -97,7 +94,7 @@ StatusOr<double> Fp64ErrorRatio(const PipelineSpec& spec, const at::Tensor& cand
   if (ref->kind != RunEnd::kFinished) {
     return Status::Internal("the FP64 reference run failed: " + ref->error.Reason() + ref->unsupported);
   }
-  return RelL2(candidate, ref->result.frames) / RelL2(golden, ref->result.frames);
+  return RelativeL2(candidate, ref->result.frames) / RelativeL2(golden, ref->result.frames);
 }
 
 }  // namespace
@@ -139,6 +136,83 @@ StatusOr<ResolvedCell> ResolveCell(const Cell& cell) {
   return ResolvedCell{cell, *spec, *tolerance, *golden};
 }
 
+namespace {
+
+// The judged bound's view of replayed frames: the first bound they break, their worst
+// PSNR and the bound on it.
+void JudgeDecode(const ToleranceProfile& profile, const ComparisonMetrics& m, StepReplay& pass) {
+  const std::optional<ToleranceViolation> v = FirstViolation(profile, m);
+  pass.decode_violation = v ? v->Reason() : "";
+  pass.decode_min_psnr = m.video.min_psnr;
+  for (const ToleranceBound& b : profile.bounds) {
+    if (b.metric == "min_psnr") pass.decode_psnr_bound = b.bound;
+  }
+}
+
+// `check --replay N`: N step-replay passes from the golden's trajectory, judged by the
+// first pass's frames (decoded from the golden's final latents).
+StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOptions& options,
+                                   const std::optional<Golden>& golden, const std::string& unresolved,
+                                   const ToleranceProfile& profile, CellResult result, ModelCache* models) {
+  if (!golden) return Status::InvalidInput("--replay: " + unresolved);
+  if (!golden->trajectory.defined()) {
+    PipelineSpec fp32 = resolved.spec;
+    fp32.policy = Fp32Policy();
+    fp32.device = "cpu";
+    return Status::InvalidInput(result.golden +
+                                ": golden format version 1 has no step latents to replay (remake it: " +
+                                GoldenMakeCommand(fp32, options.golden_dir) + ")");
+  }
+  std::optional<SdcSpec> inject;
+  if (!options.inject_sdc.empty()) {
+    StatusOr<SdcSpec> parsed = ParseSdcSpec(options.inject_sdc);
+    if (!parsed.ok()) return parsed.status();
+    if (parsed->device == resolved.cell.device) inject = *parsed;
+  }
+  const uint64_t seed = std::stoull(Sha256Hex(resolved.cell.Id()).substr(0, 15), nullptr, 16);
+  const PassJudge judge = [&](const GenerationResult& r, StepReplay& pass) {
+    JudgeDecode(profile, Compare(*golden, r), pass);
+  };
+  StatusOr<ReplayPasses> replayed = RunReplayPasses(resolved.spec, *golden, options.replays,
+                                                    inject ? &*inject : nullptr, seed, models, judge);
+  if (!replayed.ok()) return replayed.status();
+  const PipelineOutcome& first = replayed->first;
+  VerdictInputs in;
+  in.tolerance = &profile;
+  in.expected_to_fail = resolved.cell.expected_to_fail();
+  in.first_nonfinite = &result.first_nonfinite;
+  in.health = &result.health;
+  in.run = first.kind;
+  in.error = first.error;
+  in.unsupported = first.unsupported;
+  if (first.kind == RunEnd::kFinished) {
+    const GenerationResult& r = first.result;
+    FG_RETURN_IF_ERROR(CheckGoldenShapes(result.golden, *golden, r.frames, r.latents));
+    result.health = AssessFrameHealth(r.decoded, r.frames, golden->frames, {});
+    result.metrics = Compare(*golden, r);
+    in.metrics = &*result.metrics;
+    result.timings.step_seconds = r.step_seconds;
+    result.timings.decode_seconds = r.decode_seconds;
+  }
+  for (const StepReplay& pass : replayed->passes) result.timings.generation_seconds.push_back(pass.seconds);
+  result.replays = std::move(replayed->passes);
+  const Verdict verdict = DecideVerdict(in);
+  result.status = verdict.status;
+  result.reason = verdict.reason;
+  result.error_class = verdict.error_class;
+  result.error_module = first.error.module;
+  result.error_op = first.error.graph_op;
+  result.observed = first.observed;
+  if (inject) {
+    result.observed += std::string(result.observed.empty() ? "" : "; ") + "injected " +
+                       std::to_string(replayed->injected.size()) + " bit flips (" + inject->ToString() + ")";
+  }
+  result.timings.peak_rss_bytes = PeakRssBytes();
+  return result;
+}
+
+}  // namespace
+
 StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions& options) {
   const Cell& cell = resolved.cell;
   const PipelineSpec& spec = resolved.spec;
@@ -157,6 +231,10 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       JudgingBoundOf(resolved, options.golden_dir, result.golden, options.use_calibration);
   if (!bound.ok()) return bound.status();
   result.judged_by = bound->judged_by;
+  if (options.replays > 0) {
+    return RunReplayCell(resolved, options, golden->golden, golden->unresolved, bound->profile,
+                         std::move(result), models);
+  }
 
   double load_seconds = 0;  // building the model, whichever run built it
   for (int i = 0; i < options.warmup; ++i) {

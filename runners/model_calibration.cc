@@ -1,9 +1,5 @@
 #include "runners/model_calibration.h"
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -19,6 +15,7 @@
 #include "matrix/device_discovery.h"
 #include "runners/cell_bound.h"
 #include "runners/cell_runner.h"
+#include "runners/child_process.h"
 #include "runners/scratch_folder.h"
 
 namespace framegate {
@@ -29,34 +26,6 @@ std::string UtcNow() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   return buf;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs `argv` with stdout and stderr into files of `dir`; its exit code, or -1 when it
-// could not be started or did not exit.
-int RunProcess(const std::vector<std::string>& argv, const std::string& dir) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    const int out = open((dir + "/stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open((dir + "/stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out >= 0) dup2(out, 1);
-    if (err >= 0) dup2(err, 2);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
 }
 
 // The golden config of `cell` rerun by `check` in another process on `device` with
