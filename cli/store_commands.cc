@@ -13,6 +13,7 @@
 #include "reports/json_report.h"
 #include "store/cell_history.h"
 #include "store/db_check.h"
+#include "store/qualification_history.h"
 #include "store/regression_accept.h"
 #include "store/regressions.h"
 #include "store/result_store.h"
@@ -188,19 +189,40 @@ Command AddMergeCommand(CLI::App& parent) {
                       << " into " << *out << ": " << counts.runs_added << " runs added, "
                       << counts.runs_updated << " updated, " << counts.cells_added << " cells added, "
                       << counts.cells_identical << " already present, " << counts.devices_added
-                      << " devices, " << counts.goldens_added << " goldens added, " << counts.conflicts.size()
-                      << " conflicts\n";
+                      << " devices, " << counts.goldens_added << " goldens, " << counts.qualifications_added
+                      << " qualifications added, " << counts.conflicts.size() << " conflicts\n";
             return counts.conflicts.empty() ? kExitOk : kExitFailed;
           }};
 }
 
+namespace {
+
+// `history --qualification --device DEVICE [--json FILE|-]`: every verdict `framegate
+// qualify` gave the device, oldest first; exit 0 (also when it was never qualified).
+int RunQualificationHistory(const std::string& db, const std::string& device, const std::string& json_path) {
+  StatusOr<std::unique_ptr<ResultStore>> store = OpenExisting(db);
+  if (!store.ok()) return ReportError(store.status());
+  StatusOr<std::vector<DeviceVerdictPoint>> points = (*store)->DeviceVerdicts(device);
+  if (!points.ok()) return ReportError(points.status());
+  if (json_path != "-") std::cout << FormatDeviceVerdicts(device, *points);
+  if (json_path.empty()) return kExitOk;
+  const Status written = WriteOutputFile(json_path, DeviceVerdictsToJson(device, *points).dump(2) + "\n");
+  return written.ok() ? kExitOk : ReportError(written);
+}
+
+}  // namespace
+
 Command AddHistoryCommand(CLI::App& parent) {
-  CLI::App* app = parent.add_subcommand(
-      "history", "A cell's status, metrics and timings over runs (by cell id or --filter)");
+  CLI::App* app =
+      parent.add_subcommand("history",
+                            "A cell's status, metrics and timings over runs (by cell id or --filter), "
+                            "or a device's qualification verdicts (--qualification --device)");
   struct Options {
     std::string db = kDefaultDb, cell_id, filter;
     int limit = 30, max_cells = 50;
     std::string json_path;  // --json FILE ("-": stdout)
+    bool qualification = false;
+    std::string device;
   };
   auto o = std::make_shared<Options>();
   AddDbOption(app, &o->db);
@@ -209,9 +231,22 @@ Command AddHistoryCommand(CLI::App& parent) {
       ->excludes(id);
   app->add_option("--limit", o->limit, "Newest runs shown per cell")->check(CLI::PositiveNumber);
   app->add_option("--max-cells", o->max_cells, "Most cells a filter shows")->check(CLI::PositiveNumber);
+  app->add_flag("--qualification", o->qualification,
+                "Every verdict `framegate qualify` gave --device, oldest first");
+  app->add_option("--device", o->device, "With --qualification: the device (cpu:avx512, cuda:0)");
   AddOutputFileOption(app, "--json", &o->json_path, "Write the history as JSON");
   return {
       app, [=]() {
+        if (o->qualification || !o->device.empty()) {
+          if (!o->qualification)
+            return ReportError(Status::InvalidInput("history: --device needs --qualification"));
+          if (o->device.empty())
+            return ReportError(Status::InvalidInput("history: --qualification needs --device"));
+          if (!o->cell_id.empty() || !o->filter.empty()) {
+            return ReportError(Status::InvalidInput("history: --qualification takes no CELL_ID or --filter"));
+          }
+          return RunQualificationHistory(o->db, o->device, o->json_path);
+        }
         if (o->cell_id.empty() == o->filter.empty()) {
           return ReportError(Status::InvalidInput("history: give a CELL_ID or --filter"));
         }

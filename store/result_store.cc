@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <ctime>
+#include <set>
 #include <thread>
 
 #include "store/cell_rows.h"
+#include "store/qualification_rows.h"
 #include "store/run_rows.h"
 #include "store/schema.h"
 #include "store/schema_check.h"
@@ -184,6 +186,45 @@ StatusOr<std::vector<RunInfo>> ResultStore::ListRuns() { return ReadAllRuns(*db_
 StatusOr<std::vector<HistoryPoint>> ResultStore::CellHistory(const std::string& cell_id, int limit) {
   std::vector<HistoryPoint> points;
   Status status = db_->ReadTransaction([&]() { return ReadCellHistory(*db_, cell_id, limit, &points); });
+  if (!status.ok()) return status;
+  return points;
+}
+
+Status ResultStore::RecordQualification(const std::string& run_id,
+                                        const std::vector<DeviceQualification>& devices) {
+  std::set<std::string> names;
+  for (const DeviceQualification& device : devices) {
+    if (device.device.empty()) {
+      return Status::InvalidInput(path() + ": run " + run_id + ": a qualified device needs a name");
+    }
+    if (!names.insert(device.device).second) {
+      return Status::InvalidInput(path() + ": run " + run_id + ": device " + device.device +
+                                  " is qualified twice");
+    }
+  }
+  const std::string recorded_at = NowIso8601();
+  return db_->WriteTransaction([&]() -> Status {
+    StatusOr<bool> known = RunExists(*db_, run_id);
+    if (!known.ok()) return known.status();
+    if (!*known) return Status::NotFound(path() + ": no run '" + run_id + "' (BeginRun first)");
+    for (const DeviceQualification& device : devices) {
+      Status written = WriteQualification(*db_, run_id, device, recorded_at);
+      if (!written.ok()) return written.WithContext("device " + device.device);
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::vector<DeviceQualification>> ResultStore::RunQualifications(const std::string& run_id) {
+  std::vector<DeviceQualification> devices;
+  Status status = db_->ReadTransaction([&]() { return ReadRunQualifications(*db_, run_id, &devices); });
+  if (!status.ok()) return status;
+  return devices;
+}
+
+StatusOr<std::vector<DeviceVerdictPoint>> ResultStore::DeviceVerdicts(const std::string& device) {
+  std::vector<DeviceVerdictPoint> points;
+  Status status = db_->ReadTransaction([&]() { return ReadDeviceVerdicts(*db_, device, &points); });
   if (!status.ok()) return status;
   return points;
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "harness/cell_result.h"
+#include "harness/qualification.h"
 #include "harness/run_record.h"
 #include "harness/status.h"
 #include "store/sqlite_db.h"
@@ -53,6 +54,16 @@ struct HistoryPoint {
   std::string device_name;  // the device's model from the run's devices, "" if unknown
   CellResult result;        // the result, without probes
   double latency_median_s;  // NaN without timing repeats
+};
+
+// One qualification verdict of a device, with the run that gave it (DeviceVerdicts).
+struct DeviceVerdictPoint {
+  std::string run_id;
+  std::string started_at;   // the run's
+  std::string git_sha;      // the run's
+  std::string host;         // the run's: "cuda:0" names a device only together with its host
+  std::string recorded_at;  // when RecordQualification stored it (ISO 8601 UTC)
+  DeviceQualification qualification;
 };
 
 class ResultStore {
@@ -97,6 +108,20 @@ class ResultStore {
   StatusOr<std::vector<RunInfo>> ListRuns();
   // The cell's last `limit` results, oldest first.
   StatusOr<std::vector<HistoryPoint>> CellHistory(const std::string& cell_id, int limit);
+  // Records the verdict of each device of a `framegate qualify` run (begun with BeginRun,
+  // its command saying qualify) in ONE transaction: all rows or none. A device the run
+  // already has a verdict for is replaced, never duplicated. NotFound when the run was
+  // never begun; InvalidInput (nothing stored) for a device with an empty name or named
+  // twice in `devices`.
+  Status RecordQualification(const std::string& run_id, const std::vector<DeviceQualification>& devices);
+  // The run's verdicts, by device name; empty when it has none. Corrupt naming the file,
+  // run and device when a stored row's reasons are not their JSON form.
+  StatusOr<std::vector<DeviceQualification>> RunQualifications(const std::string& run_id);
+  // Every verdict of `device` over time, oldest run first (by the run's started_at, then
+  // run_id); empty when it was never qualified. The one query, on the device_verdicts view:
+  //   SELECT * FROM device_verdicts WHERE device = ? ORDER BY started_at, run_id
+  // Corrupt as RunQualifications.
+  StatusOr<std::vector<DeviceVerdictPoint>> DeviceVerdicts(const std::string& device);
   // Records a golden; recording the same (path, sha256) twice keeps one row.
   Status RecordGolden(const GoldenRecord& golden);
   StatusOr<std::vector<GoldenRecord>> ListGoldens();

@@ -333,6 +333,29 @@ CREATE TABLE accepted_changes (
   reason TEXT NOT NULL DEFAULT '');
 )sql";
 
+// v8 -> v9, hardware qualification (issue 23): one row per device a `framegate qualify`
+// run judged, its verdict and reasons (JSON, harness/qualification_json.h); the view
+// device_verdicts adds the run's start, git sha and host, for "every verdict of this
+// device over time". Schema only: no row is rewritten.
+constexpr const char* kMigrateV8ToV9 = R"sql(
+CREATE TABLE qualifications (
+  run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+  device TEXT NOT NULL,
+  kind TEXT NOT NULL DEFAULT '',
+  verdict TEXT NOT NULL CHECK (verdict IN ('PASS', 'DEGRADED', 'FAULTY')),
+  cells INTEGER NOT NULL DEFAULT 0,
+  repeats INTEGER NOT NULL DEFAULT 0,
+  seconds REAL,
+  reasons TEXT NOT NULL DEFAULT '[]',
+  recorded_at TEXT NOT NULL,
+  PRIMARY KEY (run_id, device)) WITHOUT ROWID;
+CREATE INDEX qualifications_by_device ON qualifications (device);
+CREATE VIEW device_verdicts AS
+  SELECT q.device, r.started_at, q.run_id, r.git_sha, r.host, q.kind, q.verdict, q.cells,
+         q.repeats, q.seconds, q.reasons, q.recorded_at
+  FROM qualifications q JOIN runs r ON r.run_id = q.run_id;
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -385,10 +408,12 @@ Status MigrateV6ToV7(SqliteDb& db) { return db.Exec(kMigrateV6ToV7); }
 
 Status MigrateV7ToV8(SqliteDb& db) { return db.Exec(kMigrateV7ToV8); }
 
+Status MigrateV8ToV9(SqliteDb& db) { return db.Exec(kMigrateV8ToV9); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4,
-                                    MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4, MigrateV4ToV5,
+                                    MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8, MigrateV8ToV9};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

@@ -17,6 +17,8 @@
 //              producer_note: where a finite failure's error is made
 //   version 8: runs.fingerprint (the run's environment
 //              as JSON) and accepted_changes (`regressions --accept`)
+//   version 9: qualifications (one `framegate qualify` verdict per run and device) and
+//              the device_verdicts view
 // A new file goes through every step from 0, so a fresh database and a migrated one are
 // the same schema by construction.
 #pragma once
@@ -28,7 +30,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 8;
+constexpr int kStoreSchemaVersion = 9;
 
 // The version stored in the file, >= 0. Corrupt (naming the file) when it is not an
 // SQLite database, an SQLite database with tables but no framegate version (someone

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "harness/cell_result_json.h"
+#include "harness/qualification_json.h"
 #include "store/run_rows.h"
 #include "store/schema_check.h"
 
@@ -116,6 +117,33 @@ Status MergeCells(ResultStore& out, const std::string& input, const RunRecord& i
   return out.RecordCells(in.info.run_id, added);
 }
 
+// The run's device verdicts (a `framegate qualify` run's): the output's missing ones added
+// in one transaction, differing ones a conflict.
+Status MergeQualifications(ResultStore& out, ResultStore& in, const std::string& input,
+                           const std::string& run_id, MergeCounts* counts) {
+  StatusOr<std::vector<DeviceQualification>> theirs = in.RunQualifications(run_id);
+  if (!theirs.ok()) return theirs.status();
+  if (theirs->empty()) return Status::Ok();
+  StatusOr<std::vector<DeviceQualification>> ours = out.RunQualifications(run_id);
+  if (!ours.ok()) return ours.status();
+  std::map<std::string, nlohmann::json> have;
+  for (const DeviceQualification& q : *ours) have[q.device] = DeviceQualificationToJson(q);
+  std::vector<DeviceQualification> added;
+  for (const DeviceQualification& q : *theirs) {
+    auto found = have.find(q.device);
+    if (found == have.end()) {
+      added.push_back(q);
+    } else if (const nlohmann::json json = DeviceQualificationToJson(q); found->second != json) {
+      counts->conflicts.push_back(input + ": run " + run_id + " qualification of " + q.device + ": " +
+                                  FirstDifference(found->second, json) +
+                                  " (output vs input); kept the output's");
+    }
+  }
+  counts->qualifications_added += static_cast<int>(added.size());
+  if (added.empty()) return Status::Ok();
+  return out.RecordQualification(run_id, added);
+}
+
 Status MergeGoldens(ResultStore& out, ResultStore& in, const std::string& input, MergeCounts* counts) {
   StatusOr<std::vector<GoldenRecord>> theirs = in.ListGoldens();
   StatusOr<std::vector<GoldenRecord>> ours = out.ListGoldens();
@@ -162,6 +190,7 @@ Status MergeCheckedInput(ResultStore& out, const std::string& input, MergeCounts
     if (!run.ok()) return run.status();
     FG_RETURN_IF_ERROR(MergeRunRow(out, input, *run, counts));
     FG_RETURN_IF_ERROR(MergeCells(out, input, *run, counts));
+    FG_RETURN_IF_ERROR(MergeQualifications(out, **in, input, info.run_id, counts));
   }
   return MergeGoldens(out, **in, input, counts);
 }
