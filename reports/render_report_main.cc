@@ -12,6 +12,7 @@
 #include "reports/html_report.h"
 #include "reports/json_report.h"
 #include "reports/junit_report.h"
+#include "reports/qualification_report.h"
 #include "reports/terminal_report.h"
 
 namespace framegate {
@@ -47,6 +48,17 @@ Status ReadHistory(const std::string& path, std::map<std::string, std::vector<Ce
   return Status::Ok();
 }
 
+// Qualification file: the document of QualificationToJson ({"devices": [...], "verdict"}).
+StatusOr<std::vector<DeviceQualification>> ReadQualification(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot open");
+  const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return Status::InvalidInput(path + ": not JSON");
+  StatusOr<std::vector<DeviceQualification>> devices = QualificationFromJson(json);
+  if (!devices.ok()) return devices.status().WithContext(path);
+  return devices;
+}
+
 int Fail(const Status& status) {
   std::cerr << "framegate_render_report: error: " << status.message() << "\n";
   return 2;
@@ -59,6 +71,7 @@ int main(int argc, char** argv) {
   using namespace framegate;
   CLI::App app{"Renders the reports of a framegate run JSON (test tool)."};
   std::string run_json, html_dir, junit_path, bench_path, json_path, history_path;
+  std::string qualification_path, qualification_html, qualification_junit;
   bool summary = false;
   app.add_option("RUN_JSON", run_json, "run JSON (framegate run --json)")->required();
   app.add_option("--html", html_dir, "write the HTML report into this folder");
@@ -67,6 +80,9 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the run JSON again here");
   app.add_option("--history", history_path, "cell history JSON for the HTML trend plots");
   app.add_flag("--summary", summary, "print the terminal summary");
+  app.add_option("--qualification", qualification_path, "qualification JSON (qualify --json) to render");
+  app.add_option("--qualification-html", qualification_html, "write its HTML page here (RUN_JSON: the run)");
+  app.add_option("--qualification-junit", qualification_junit, "write its JUnit XML here");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -99,5 +115,16 @@ int main(int argc, char** argv) {
     if (!status.ok()) return Fail(status);
   }
   if (summary) WriteTerminalSummary(run.value(), DetectTerminalStyle(1), std::cout);
+  if (!qualification_path.empty()) {
+    StatusOr<std::vector<DeviceQualification>> devices = ReadQualification(qualification_path);
+    if (!devices.ok()) return Fail(devices.status());
+    Status status = Status::Ok();
+    if (!qualification_html.empty()) status = WriteQualificationHtml(*devices, run->info, qualification_html);
+    if (status.ok() && !qualification_junit.empty()) {
+      status = WriteQualificationJunit(*devices, run->info, qualification_junit);
+    }
+    if (!status.ok()) return Fail(status);
+    if (summary) WriteQualificationSummary(*devices, DetectTerminalStyle(1), std::cout);
+  }
   return 0;
 }
