@@ -79,9 +79,9 @@ int RunCheck(const CheckOptions& o) {
   run.replays = o.replay;
   run.inject_sdc = o.inject_sdc;
   if (!o.inject_sdc.empty()) {
-    if (o.replay == 0) return ReportError(Status::InvalidInput("--inject-sdc needs --replay N"));
     StatusOr<SdcSpec> spec = ParseSdcSpec(o.inject_sdc);
     if (!spec.ok()) return ReportError(spec.status());
+    if (o.replay == 0) return ReportError(Status::InvalidInput("--inject-sdc needs --replay N"));
   }
   // The cells share the golden they are judged with (one per seed) and, within a
   // policy, the model.

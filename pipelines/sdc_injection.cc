@@ -1,6 +1,7 @@
 #include "pipelines/sdc_injection.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -86,16 +87,14 @@ StatusOr<SdcSpec> ParseSdcSpec(const std::string& text) {
                                 " (expected DEVICE:RATE[:transient|persistent][:BITS])");
   };
   const std::vector<std::string> parts = Split(text, ':');
-  // The device may hold a colon ("cpu:avx512"): the rate is the first field that starts
-  // with a digit or a dot.
-  size_t rate_at = 0;
-  while (rate_at < parts.size() &&
-         (parts[rate_at].empty() ||
-          !(std::isdigit(static_cast<unsigned char>(parts[rate_at][0])) || parts[rate_at][0] == '.'))) {
-    ++rate_at;
-  }
-  if (rate_at == 0) return bad("no device");
-  if (rate_at == parts.size()) return bad("no rate");
+  // The device may hold a colon ("cpu:avx512", "cuda:1"): it does when the third field is
+  // the rate.
+  auto numeric = [](const std::string& t) {
+    return !t.empty() && (std::isdigit(static_cast<unsigned char>(t[0])) || t[0] == '.');
+  };
+  if (parts.size() < 2 || parts[0].empty())
+    return bad(parts.empty() || parts[0].empty() ? "no device" : "no rate");
+  const size_t rate_at = parts.size() >= 3 && numeric(parts[2]) ? 2 : 1;
   SdcSpec spec;
   for (size_t i = 0; i < rate_at; ++i) spec.device += (i ? ":" : "") + parts[i];
   StatusOr<double> rate = ParseNumber(kSdcRateLimit, parts[rate_at]);

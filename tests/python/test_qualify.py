@@ -1,0 +1,117 @@
+"""`framegate qualify` on this CPU's kernel paths (cpu:avx512, cpu:avx2, cpu:default), real
+processes, real goldens and a real SQLite file: the clean fleet PASSes, a persistent bit
+flip on cpu:avx512 makes it FAULTY (the others PASS) with the step and module named, a
+transient one DEGRADED; the verdicts are stored and `history --qualification` reads them
+back; a version 1 golden and a bad --inject-sdc are one line and exit 2."""
+import json
+import os
+import subprocess
+
+import pytest
+
+FRAMEGATE = os.environ.get("FRAMEGATE_BIN")
+pytestmark = pytest.mark.skipif(not FRAMEGATE, reason="FRAMEGATE_BIN is not set (run through ctest)")
+DEVICES = {"cpu:avx512", "cpu:avx2", "cpu:default"}
+# The issue's fleet check: tiny, fp32 and bf16, two seeds, on every kernel path.
+MATRIX = """name = "q"
+[axes]
+pipelines = ["tiny"]
+devices = ["cpu:*"]
+policies = [{policies}]
+seeds = [{seeds}]
+"""
+
+
+def framegate(*args):
+    return subprocess.run([FRAMEGATE, *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    info = json.loads(framegate("devices", "--json", "-").stdout)
+    paths = {d["device"] for d in info["devices"]}
+    if not DEVICES <= paths:
+        pytest.skip("this CPU lacks a kernel path: " + ", ".join(sorted(DEVICES - paths)))
+    d = tmp_path_factory.mktemp("q")
+    for seed in (0, 1):
+        r = framegate("golden", "make", "--size", "tiny", "--seed", seed, "--golden-dir", d / "goldens")
+        assert r.returncode == 0, r.stderr
+    return d
+
+
+def qualify(d, policies, seeds, *extra):
+    matrix = d / f"m-{len(policies)}-{len(seeds)}.toml"
+    matrix.write_text(MATRIX.format(policies=", ".join(f'"{p}"' for p in policies),
+                                    seeds=", ".join(map(str, seeds))))
+    r = framegate("qualify", matrix, "--golden-dir", d / "goldens", "--db", d / "q.db", "--json", d / "q.json",
+                  "--junit", d / "q.xml", *extra)
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads((d / "q.json").read_text())
+    return r, {x["device"]: x for x in doc["devices"]}
+
+
+def test_a_clean_fleet_passes_and_is_stored(fleet):
+    r, devices = qualify(fleet, ["fp32", "bf16"], [0, 1])
+    assert r.returncode == 0, r.stdout
+    assert set(devices) == DEVICES
+    for d in devices.values():
+        assert d["verdict"] == "PASS", d
+        assert d["cells"] == 4 and d["repeats"] == 3
+    xml = (fleet / "q.xml").read_text()
+    assert xml.count("<testcase") == 3 and "<failure" not in xml
+    h = framegate("history", "--qualification", "--device", "cpu:avx512", "--db", fleet / "q.db", "--json", "-")
+    assert h.returncode == 0, h.stderr
+    assert "PASS" in h.stdout
+
+
+def test_a_persistent_flip_makes_the_device_faulty_and_names_the_step(fleet):
+    r, devices = qualify(fleet, ["fp32"], [0], "--inject-sdc", "cpu:avx512:2:persistent:exponent")
+    assert r.returncode == 1
+    bad = devices["cpu:avx512"]
+    assert bad["verdict"] == "FAULTY", bad
+    reason = bad["reasons"][0]
+    assert reason["kind"] == "persistent_mismatch"
+    assert reason["step"] is not None and reason["module"], reason
+    assert devices["cpu:avx2"]["verdict"] == "PASS" and devices["cpu:default"]["verdict"] == "PASS"
+    assert "FAULTY" in r.stdout
+
+
+def test_a_transient_flip_makes_the_device_degraded(fleet):
+    r, devices = qualify(fleet, ["fp32"], [0], "--inject-sdc", "cpu:avx512:2:transient:exponent")
+    assert r.returncode == 1
+    bad = devices["cpu:avx512"]
+    assert bad["verdict"] == "DEGRADED", bad
+    assert bad["reasons"][0]["kind"] == "transient_mismatch"
+    assert bad["reasons"][0]["step"] is not None
+    assert devices["cpu:avx2"]["verdict"] == "PASS" and devices["cpu:default"]["verdict"] == "PASS"
+
+
+def test_check_replay_prints_each_steps_error(fleet):
+    r = framegate("check", "--size", "tiny", "--policy", "fp32", "--golden-dir", fleet / "goldens", "--replay", 2,
+                  "--json", "-")
+    assert r.returncode == 0, r.stderr
+    cell = json.loads(r.stdout)["cells"][0]
+    assert len(cell["replays"]) == 2
+    assert len(cell["replays"][0]["step_rel_l2"]) == 8
+    assert cell["replays"][0]["digest"] == cell["replays"][1]["digest"]
+    assert "replay 1: step rel_l2" in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--inject-sdc", "cpu:avx512:often"], "--inject-sdc 'cpu:avx512:often'"),
+    (["--inject-sdc", "cpu:1"], "needs --replay"),
+])
+def test_bad_injection_is_one_line_and_exit_2(fleet, args, message):
+    r = framegate("check", "--size", "tiny", "--policy", "fp32", "--golden-dir", fleet / "goldens", *args)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
+
+
+def test_a_version_1_golden_cannot_be_replayed(fleet, tmp_path):
+    source = os.environ.get("FRAMEGATE_SOURCE_DIR", "")
+    old = os.path.join(source, "tests", "data", "golden-v1")
+    if not os.path.isdir(old):
+        pytest.skip("no version 1 golden in tests/data")
+    r = framegate("check", "--size", "tiny", "--policy", "fp32", "--golden-dir", old, "--replay", 1)
+    assert r.returncode == 2
+    assert "format version 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
