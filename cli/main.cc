@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
   std::vector<Command> commands;
   for (auto add : {AddAdviseCommand, AddAuditCommand, AddCalibrateCommand, AddCheckCommand, AddCompareCommand,
                    AddDbCommand, AddDevicesCommand, AddGenerateCommand, AddGoldenCommand, AddHistoryCommand,
-                   AddInfoCommand, AddListCommand, AddMergeCommand, AddMetricsCommand, AddQualifyCommand, AddRegressionsCommand,
-                   AddReportCommand, AddRunCommand, AddRunCellCommand}) {
+                   AddInfoCommand, AddListCommand, AddMergeCommand, AddMetricsCommand, AddQualifyCommand,
+                   AddRegressionsCommand, AddReportCommand, AddRunCommand, AddRunCellCommand}) {
     commands.push_back(add(app));
   }
   // The one-line descriptions of the commands the front passes here are command_table's.
