@@ -192,7 +192,7 @@ TEST(MatrixErrorsTest, MissingFileIsNotFoundNamingTheShippedMatrices) {
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), Status::Code::kNotFound);
   EXPECT_EQ(spec.status().message(),
-            "no/such/matrix.toml: no such matrix file (shipped matrices: local, nightly, "
+            "no/such/matrix.toml: no such matrix file (shipped matrices: kernel-paths, local, nightly, "
             "qualification, smoke)");
 }
 
