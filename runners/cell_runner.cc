@@ -50,6 +50,14 @@ ComparisonMetrics Compare(const Golden& golden, const GenerationResult& r) {
   return m;
 }
 
+// The command that makes the golden `cell` is judged by: its config in FP32 on the CPU.
+std::string MakeGoldenCommand(const ResolvedCell& cell, const std::string& dir) {
+  PipelineSpec fp32 = cell.spec;
+  fp32.policy = Fp32Policy();
+  fp32.device = "cpu";
+  return GoldenMakeCommand(fp32, dir);
+}
+
 // The golden for `spec`, or why there is none (missing: UNRESOLVED) or a Status for a
 // golden that exists but cannot be trusted.
 struct GoldenLookup {
@@ -71,11 +79,8 @@ StatusOr<GoldenLookup> LookUpGolden(const ResolvedCell& cell, const std::string&
     lookup.golden = *golden;
     loaded.emplace(store.PathFor(key), std::move(*golden));
   } else if (golden.status().code() == Status::Code::kNotFound) {
-    PipelineSpec fp32 = cell.spec;
-    fp32.policy = Fp32Policy();
-    fp32.device = "cpu";
     lookup.unresolved =
-        "no golden " + store.PathFor(key) + " (make it: " + GoldenMakeCommand(fp32, dir) + ")";
+        "no golden " + store.PathFor(key) + " (make it: " + MakeGoldenCommand(cell, dir) + ")";
   } else {
     return golden.status();
   }
@@ -156,12 +161,9 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
                                    const ToleranceProfile& profile, CellResult result, ModelCache* models) {
   if (!golden) return Status::InvalidInput("--replay: " + unresolved);
   if (!golden->trajectory.defined()) {
-    PipelineSpec fp32 = resolved.spec;
-    fp32.policy = Fp32Policy();
-    fp32.device = "cpu";
     return Status::InvalidInput(result.golden +
                                 ": golden format version 1 has no step latents to replay (remake it: " +
-                                GoldenMakeCommand(fp32, options.golden_dir) + ")");
+                                MakeGoldenCommand(resolved, options.golden_dir) + ")");
   }
   std::optional<SdcSpec> inject;
   if (!options.inject_sdc.empty()) {
