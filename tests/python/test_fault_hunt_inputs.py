@@ -247,7 +247,7 @@ def read_golden(path):
     header = json.loads(data[8:8 + n])
     body = data[8 + n:]
     tensors = {}
-    for name in ("frames", "latents"):
+    for name in (key for key in header if key != "__metadata__"):
         begin, end = header[name]["data_offsets"]
         tensors[name] = np.frombuffer(body[begin:end], np.float32).reshape(header[name]["shape"])
     return header, tensors
@@ -255,14 +255,23 @@ def read_golden(path):
 
 def write_golden(path, header, tensors):
     """Rewrites the golden at `path` with new tensors, and its sha256 in MANIFEST.json (a
-    consistent store, as a golden made by another config would be)."""
-    frames, latents = tensors["frames"], tensors["latents"]
-    header["frames"] = {"dtype": "F32", "shape": list(frames.shape), "data_offsets": [0, frames.nbytes]}
-    header["latents"] = {"dtype": "F32", "shape": list(latents.shape),
-                         "data_offsets": [frames.nbytes, frames.nbytes + latents.nbytes]}
+    consistent store, as a golden made by another config would be: a version 2 golden's
+    step latents follow its latents' shape)."""
+    if "trajectory" in tensors and tensors["trajectory"].shape[1:] != tensors["latents"].shape:
+        steps = tensors["trajectory"].shape[0]
+        tensors["trajectory"] = np.ascontiguousarray(
+            np.broadcast_to(tensors["latents"], (steps,) + tensors["latents"].shape))
+    body, offset = b"", 0
+    for name in ("frames", "latents", "trajectory"):
+        if name not in tensors:
+            continue
+        data = np.ascontiguousarray(tensors[name], np.float32)
+        header[name] = {"dtype": "F32", "shape": list(data.shape), "data_offsets": [offset, offset + data.nbytes]}
+        body += data.tobytes()
+        offset += data.nbytes
     text = json.dumps(header).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + frames.tobytes() + latents.tobytes())
+    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
     manifest_path = path.parent / "MANIFEST.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["goldens"][path.name]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
