@@ -4,8 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cell_result_json.h"
 
 namespace framegate {
 
@@ -40,6 +45,28 @@ std::string LastLine(const std::string& path) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
   const size_t newline = text.rfind('\n');
   return newline == std::string::npos ? text : text.substr(newline + 1);
+}
+
+StatusOr<CellResult> RunCheckProcess(const std::string& executable, const Cell& cell,
+                                     const std::vector<std::string>& extra_args, const std::string& scratch) {
+  std::vector<std::string> argv = CheckArgsFor(cell);
+  argv.insert(argv.begin(), executable);
+  const std::string json_path = scratch + "/check.json";
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  argv.insert(argv.end(), {"--json", json_path});
+  std::remove(json_path.c_str());
+  const int code = RunProcess(argv, scratch);
+  if (code == 2) return Status::InvalidInput(LastLine(scratch + "/stderr"));
+  if (code != 0 && code != 1) {
+    return Status::Internal("the check of " + cell.Label() + " in its own process failed (exit " +
+                            std::to_string(code) + "): " + LastLine(scratch + "/stderr"));
+  }
+  try {
+    const nlohmann::json cells = nlohmann::json::parse(ReadText(json_path)).at("cells");
+    return CellResultFromJson(cells.at(0));
+  } catch (const std::exception& e) {
+    return Status::Internal(json_path + ": cannot read the result of " + cell.Label() + ": " + e.what());
+  }
 }
 
 }  // namespace framegate

@@ -1,16 +1,12 @@
 #include "runners/model_calibration.h"
 
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "harness/build_info.h"
-#include "harness/cell_result_json.h"
 #include "harness/sha256.h"
 #include "matrix/device_discovery.h"
 #include "runners/cell_bound.h"
@@ -33,28 +29,12 @@ std::string UtcNow() {
 StatusOr<ComparisonMetrics> RerunFp32(const CalibrateOptions& o, Cell cell, const std::string& device,
                                       int threads, const std::string& scratch) {
   cell.device = device;
-  std::vector<std::string> argv = CheckArgsFor(cell);
-  argv.insert(argv.begin(), o.pipeline_executable);
-  const std::string json_path = scratch + "/rerun.json";
-  argv.insert(argv.end(), {"--golden-dir", o.golden_dir, "--threads", std::to_string(threads), "--json",
-                           json_path, "--ignore-calibration"});
-  std::remove(json_path.c_str());
-  const int code = RunProcess(argv, scratch);
-  if (code != 0 && code != 1) {
-    std::string why = ReadText(scratch + "/stderr");
-    while (!why.empty() && why.back() == '\n') why.pop_back();
-    return Status::Internal("the FP32 rerun on " + device + " with " + std::to_string(threads) +
-                            " threads failed (exit " + std::to_string(code) + "): " + why);
-  }
-  try {
-    const nlohmann::json cells = nlohmann::json::parse(ReadText(json_path)).at("cells");
-    StatusOr<CellResult> r = CellResultFromJson(cells.at(0));
-    if (!r.ok()) return r.status();
-    if (!r->metrics) return Status::Internal("the FP32 rerun on " + device + " has no metrics: " + r->reason);
-    return *r->metrics;
-  } catch (const std::exception& e) {
-    return Status::Internal(json_path + ": cannot read the FP32 rerun's result: " + e.what());
-  }
+  StatusOr<CellResult> r = RunCheckProcess(
+      o.pipeline_executable, cell,
+      {"--golden-dir", o.golden_dir, "--threads", std::to_string(threads), "--ignore-calibration"}, scratch);
+  if (!r.ok()) return r.status();
+  if (!r->metrics) return Status::Internal("the FP32 rerun on " + device + " has no metrics: " + r->reason);
+  return *r->metrics;
 }
 
 // The noise floor: the worst deviation of the FP32 reruns from the golden of seeds[0].

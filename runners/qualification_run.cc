@@ -1,12 +1,8 @@
 #include "runners/qualification_run.h"
 
 #include <chrono>
-#include <cstdio>
-
-#include <nlohmann/json.hpp>
 
 #include "checks/qualification.h"
-#include "harness/cell_result_json.h"
 #include "matrix/device_discovery.h"
 #include "matrix/unsupported.h"
 #include "runners/child_process.h"
@@ -30,29 +26,6 @@ std::string PeerKey(Cell cell) {
   return cell.Label();
 }
 
-// `check --replay` of one cell in its own process; its result.
-StatusOr<CellResult> ReplayInProcess(const QualifyOptions& o, const Cell& cell, const std::string& scratch) {
-  std::vector<std::string> argv = CheckArgsFor(cell);
-  argv.insert(argv.begin(), o.pipeline_executable);
-  const std::string json_path = scratch + "/replay.json";
-  argv.insert(argv.end(), {"--golden-dir", o.golden_dir, "--threads", std::to_string(o.threads), "--replay",
-                           std::to_string(o.repeats), "--json", json_path});
-  if (!o.inject_sdc.empty()) argv.insert(argv.end(), {"--inject-sdc", o.inject_sdc});
-  std::remove(json_path.c_str());
-  const int code = RunProcess(argv, scratch);
-  if (code == 2) return Status::InvalidInput(LastLine(scratch + "/stderr"));
-  if (code != 0 && code != 1) {
-    return Status::Internal("the replay of " + cell.Label() + " failed (exit " + std::to_string(code) +
-                            "): " + LastLine(scratch + "/stderr"));
-  }
-  try {
-    const nlohmann::json cells = nlohmann::json::parse(ReadText(json_path)).at("cells");
-    return CellResultFromJson(cells.at(0));
-  } catch (const std::exception& e) {
-    return Status::Internal(json_path + ": cannot read the replay's result: " + e.what());
-  }
-}
-
 }  // namespace
 
 StatusOr<QualifyOutcome> RunQualification(const QualifyOptions& o) {
@@ -71,7 +44,10 @@ StatusOr<QualifyOutcome> RunQualification(const QualifyOptions& o) {
       run.result.status = CellStatus::kUnsupported;
       run.result.reason = *unsupported;
     } else {
-      StatusOr<CellResult> result = ReplayInProcess(o, cell, (*scratch)->path());
+      std::vector<std::string> args = {"--golden-dir", o.golden_dir, "--threads", std::to_string(o.threads),
+                                       "--replay", std::to_string(o.repeats)};
+      if (!o.inject_sdc.empty()) args.insert(args.end(), {"--inject-sdc", o.inject_sdc});
+      StatusOr<CellResult> result = RunCheckProcess(o.pipeline_executable, cell, args, (*scratch)->path());
       if (!result.ok()) return result.status();
       run.result = std::move(*result);
     }
