@@ -44,8 +44,9 @@ StatusOr<QualifyOutcome> RunQualification(const QualifyOptions& o) {
       run.result.status = CellStatus::kUnsupported;
       run.result.reason = *unsupported;
     } else {
-      std::vector<std::string> args = {"--golden-dir", o.golden_dir, "--threads", std::to_string(o.threads),
-                                       "--replay", std::to_string(o.repeats)};
+      std::vector<std::string> args = {"--golden-dir", o.golden_dir,
+                                       "--threads",    std::to_string(o.threads),
+                                       "--replay",     std::to_string(o.repeats)};
       if (!o.inject_sdc.empty()) args.insert(args.end(), {"--inject-sdc", o.inject_sdc});
       StatusOr<CellResult> result = RunCheckProcess(o.pipeline_executable, cell, args, (*scratch)->path());
       if (!result.ok()) return result.status();
