@@ -2,7 +2,8 @@
 processes, real goldens and a real SQLite file: the clean fleet PASSes, a persistent bit
 flip on cpu:avx512 makes it FAULTY (the others PASS) with the step and module named, a
 transient one DEGRADED; the verdicts are stored and `history --qualification` reads them
-back; a version 1 golden and a bad --inject-sdc are one line and exit 2."""
+back; a version 1 golden and a bad --inject-sdc are one line and exit 2; the same verdicts hold
+for two zoo packages (a scripted MM-DiT, a traced UNet3D) with a flip in their ops."""
 import json
 import os
 import subprocess
@@ -113,3 +114,41 @@ def test_a_version_1_golden_cannot_be_replayed(fleet, tmp_path):
     r = framegate("check", "--size", "tiny", "--policy", "fp32", "--golden-dir", old, "--replay", 1)
     assert r.returncode == 2
     assert "format version 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def package_fleet(fleet, tmp_path_factory):
+    """Two model packages framegate has no bound for (a scripted MM-DiT and a traced UNet3D
+    of the zoo), with their goldens."""
+    source = os.environ.get("FRAMEGATE_SOURCE_DIR", "")
+    d = tmp_path_factory.mktemp("qpkg")
+    make = os.path.join(source, "pipelines", "examples", "make_zoo_packages.py")
+    for form, name in (("--scripted", "mmdit"), ("--traced", "unet3d")):
+        r = subprocess.run(["/usr/bin/python3", make, "--only", name, form, d / form.strip("-")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        package = d / form.strip("-") / name
+        r = framegate("golden", "make", "--model", package, "--golden-dir", d / "goldens")
+        assert r.returncode == 0, r.stderr
+    (d / "m.toml").write_text('name = "qpkg"\n[axes]\npipelines = ["scripted/mmdit", "traced/unet3d"]\n'
+                              'devices = ["cpu:*"]\npolicies = ["fp32"]\nseeds = [0]\n')
+    return d
+
+
+def qualify_packages(d, *extra):
+    r = framegate("qualify", d / "m.toml", "--golden-dir", d / "goldens", "--db", d / "q.db", "--json", "-", *extra)
+    assert r.returncode in (0, 1), r.stderr
+    return r, {x["device"]: x for x in json.loads(r.stdout)["devices"]}
+
+
+def test_a_packages_fleet_passes_clean_and_is_faulty_with_a_persistent_flip(package_fleet):
+    r, devices = qualify_packages(package_fleet)
+    assert r.returncode == 0, devices
+    assert {d["verdict"] for d in devices.values()} == {"PASS"} and set(devices) == DEVICES
+    r, devices = qualify_packages(package_fleet, "--inject-sdc", "cpu:avx2:1:persistent:exponent")
+    assert r.returncode == 1
+    bad = devices["cpu:avx2"]
+    assert bad["verdict"] == "FAULTY", bad
+    assert {reason["kind"] for reason in bad["reasons"]} == {"persistent_mismatch"}
+    assert all(reason["step"] is not None and reason["module"] for reason in bad["reasons"]), bad
+    assert devices["cpu:avx512"]["verdict"] == "PASS" and devices["cpu:default"]["verdict"] == "PASS"
