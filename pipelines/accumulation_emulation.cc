@@ -12,6 +12,10 @@ std::string AccumulationEmulation::Describe() const {
     text += std::string(text.empty() ? "" : ", ") + DtypeName(reduced_sum) + " accumulation in blocks of " +
             std::to_string(block);
   }
+  if (widened != c10::ScalarType::Undefined) {
+    text += std::string(text.empty() ? "" : ", ") + DtypeName(widened) +
+            " products summed in FP32 (this CPU's kernels sum them in " + DtypeName(widened) + ")";
+  }
   return text;
 }
 
@@ -26,9 +30,50 @@ at::Tensor RoundToTf32(const at::Tensor& x) {
   return at::where(finite, rounded.view(at::kFloat), x);
 }
 
+namespace {
+
+bool MeasureCpuSumsIn(c10::ScalarType dtype) {
+  // 4096 products of 1 x 1: FP32 accumulators give 4096; a running sum in BF16 stops at
+  // 256 (FP16: 2048), where adding 1 no longer changes it.
+  constexpr int64_t k = 4096;
+  try {
+    const at::Tensor row = at::ones({1, k}, at::TensorOptions().dtype(dtype));
+    const double mm = at::mm(row, at::ones({k, 1}, row.options())).item<double>();
+    const double conv = at::conv1d(row.view({1, 1, k}), row.view({1, 1, k})).item<double>();
+    return mm != k || conv != k;
+  } catch (const c10::Error&) {
+    return false;  // no such kernel: such a policy is UNSUPPORTED here, nothing to widen
+  }
+}
+
+}  // namespace
+
+bool CpuKernelsSumIn(c10::ScalarType dtype) {
+  if (dtype == at::kBFloat16) {
+    static const bool bf16 = MeasureCpuSumsIn(at::kBFloat16);
+    return bf16;
+  }
+  if (dtype == at::kHalf) {
+    static const bool fp16 = MeasureCpuSumsIn(at::kHalf);
+    return fp16;
+  }
+  return false;
+}
+
+at::Tensor Float32(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat) : t; }
+
+bool Widens(const AccumulationEmulation& emulation, std::initializer_list<at::Tensor> operands) {
+  if (emulation.widened == c10::ScalarType::Undefined) return false;
+  for (const at::Tensor& t : operands) {
+    if (t.defined() && t.scalar_type() != emulation.widened) return false;
+  }
+  return true;
+}
+
 AccumulationEmulation AccumulationOf(const DtypePolicy& policy, bool on_cpu) {
   AccumulationEmulation e;
   if (!on_cpu) return e;
+  if (!policy.emulate_fp16 && CpuKernelsSumIn(policy.compute)) e.widened = policy.compute;
   e.tf32_inputs = policy.allow_tf32;
   if (policy.fp16_reduced_precision_reduction) e.reduced_sum = at::kHalf;
   if (policy.bf16_reduced_precision_reduction) e.reduced_sum = at::kBFloat16;

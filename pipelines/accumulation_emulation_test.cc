@@ -83,5 +83,30 @@ TEST(AccumulationEmulationTest, PolicyFlagsSelectTheEmulationOnTheCpuOnly) {
   EXPECT_FALSE(AccumulationOf(p, /*on_cpu=*/false).active());  // CUDA: the real flags
 }
 
+// Whether this CPU's kernels sum BF16 products in BF16 is measured, and a BF16 policy
+// widens its products exactly there; the widened product is the FP32 one rounded once.
+TEST(AccumulationEmulationTest, Bf16ProductsAreWidenedWhereThisCpusKernelsSumInBf16) {
+  const at::Tensor row = at::ones({1, 4096}, at::kBFloat16);
+  const bool sums_in_bf16 = at::mm(row, at::ones({4096, 1}, at::kBFloat16)).item<float>() != 4096.0f ||
+                            at::conv1d(row.view({1, 1, 4096}), row.view({1, 1, 4096})).item<float>() != 4096.0f;
+  EXPECT_EQ(CpuKernelsSumIn(at::kBFloat16), sums_in_bf16);
+  EXPECT_FALSE(CpuKernelsSumIn(at::kFloat));
+  DtypePolicy bf16;
+  bf16.storage = WeightStorage::kBFloat16;
+  bf16.compute = at::kBFloat16;
+  const AccumulationEmulation cpu = AccumulationOf(bf16, /*on_cpu=*/true);
+  EXPECT_EQ(cpu.widened, sums_in_bf16 ? at::kBFloat16 : c10::ScalarType::Undefined);
+  EXPECT_FALSE(cpu.active());
+  EXPECT_EQ(AccumulationOf(bf16, /*on_cpu=*/false).widened, c10::ScalarType::Undefined);
+
+  AccumulationEmulation widened;
+  widened.widened = at::kBFloat16;
+  EXPECT_EQ(widened.Describe(), "bf16 products summed in FP32 (this CPU's kernels sum them in bf16)");
+  EXPECT_TRUE(Widens(widened, {row, row, at::Tensor()}));
+  EXPECT_FALSE(Widens(widened, {row, row.to(at::kFloat)}));  // mixed: the op keeps its dtype error
+  EXPECT_FALSE(Widens(AccumulationEmulation(), {row, row}));
+  EXPECT_EQ(EmulatedMatmul(row, at::ones({4096, 1}, at::kBFloat16), widened).item<float>(), 4096.0f);
+}
+
 }  // namespace
 }  // namespace framegate

@@ -25,6 +25,8 @@ namespace jit = torch::jit;
 using Kind = GraphSite::Kind;
 
 constexpr char kBeforeSchema[] = "framegate::before(Tensor x, int site) -> Tensor";
+// The same for a weighted op's optional tensor (a bias that may be None).
+constexpr char kBeforeOptionalSchema[] = "framegate::before_optional(Tensor? x, int site) -> Tensor?";
 constexpr char kAfterSchema[] = "framegate::after(Tensor y, int site) -> Tensor";
 constexpr char kEnterSchema[] = "framegate::enter_module(int site) -> ()";
 constexpr char kExitSchema[] = "framegate::exit_module(int site) -> ()";
@@ -89,6 +91,11 @@ c10::Symbol OpSymbol(const char* schema) {
 }
 
 bool IsTensor(const jit::Value* value) { return value->type()->kind() == c10::TypeKind::TensorType; }
+
+bool IsOptionalTensor(const jit::Value* value) {
+  const auto optional = value->type()->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::TensorType;
+}
 
 bool IsFloatingOrUnknownTensor(const jit::Value* value) {
   const auto tensor = value->type()->cast<c10::TensorType>();
@@ -267,8 +274,10 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (schema == nullptr) return plan;
   const bool conversion = IsDtypeConversion(node->kind());
+  const bool weighted = WeightInput(node) >= 0;  // its optional bias is observed too
   for (size_t i = 0; i < node->inputs().size(); ++i) {
-    if (IsTensor(node->input(i)) && (!AliasesOrUnknown(schema->arguments(), i) || (conversion && i == 0))) {
+    const bool tensor = IsTensor(node->input(i)) || (weighted && IsOptionalTensor(node->input(i)));
+    if (tensor && (!AliasesOrUnknown(schema->arguments(), i) || (conversion && i == 0))) {
       plan.inputs.push_back(i);
     }
   }
@@ -387,7 +396,9 @@ jit::Node* CreateHookCall(c10::Symbol op, jit::Value* tensor, int64_t slot, jit:
   inputs.push_back(slot_value);
   jit::Node* call = graph.create(op, inputs, tensor != nullptr ? 1 : 0);
   // The observer may change the dtype: declare an unspecialized Tensor.
-  if (tensor != nullptr) call->output()->setType(c10::TensorType::get());
+  if (tensor != nullptr) {
+    call->output()->setType(IsOptionalTensor(tensor) ? tensor->type() : c10::TensorType::get());
+  }
   return call;
 }
 
@@ -399,9 +410,12 @@ void InsertBefores(const NodePlan& plan, int site, SiteTable& table) {
     call->insertBefore(feeder.feeder);
     feeder.feeder->replaceInput(feeder.input, call->output());
   }
+  static const c10::Symbol before_optional = OpSymbol(kBeforeOptionalSchema);
   for (size_t i : plan.inputs) {
     const int64_t slot = table.AddSlot(site, static_cast<int>(i));
-    jit::Node* call = CreateHookCall(before, plan.node->input(i), slot, plan.node);
+    jit::Value* input = plan.node->input(i);
+    jit::Node* call =
+        CreateHookCall(IsOptionalTensor(input) ? before_optional : before, input, slot, plan.node);
     call->insertBefore(plan.node);
     plan.node->replaceInput(i, call->output());
   }
@@ -471,6 +485,7 @@ struct GraphInstrumentation::State {
     return active == nullptr ? nullptr : active->table.Find(id);
   }
   static at::Tensor Before(at::Tensor value, int64_t slot_id);
+  static c10::optional<at::Tensor> BeforeOptional(c10::optional<at::Tensor> value, int64_t slot_id);
   static at::Tensor After(at::Tensor value, int64_t slot_id);
   static void EnterModule(int64_t slot_id);
   static void ExitModule(int64_t slot_id);
@@ -489,6 +504,12 @@ at::Tensor GraphInstrumentation::State::Before(at::Tensor value, int64_t slot_id
   at::Tensor result = active_observer->Before(active->CurrentPath(), site, slot->io_index, value);
   TORCH_CHECK(result.defined(), "GraphObserver::Before returned no tensor for ", site.op);
   return result;
+}
+
+c10::optional<at::Tensor> GraphInstrumentation::State::BeforeOptional(c10::optional<at::Tensor> value,
+                                                                      int64_t slot_id) {
+  if (!value.has_value() || !value->defined()) return value;
+  return Before(*value, slot_id);
 }
 
 at::Tensor GraphInstrumentation::State::After(at::Tensor value, int64_t slot_id) {
@@ -520,6 +541,7 @@ void GraphInstrumentation::State::RegisterOpsOnce() {
   static const Registry registry =
       Registry()
           .op(kBeforeSchema, &State::Before, Registry::options().aliasAnalysis(kConservative))
+          .op(kBeforeOptionalSchema, &State::BeforeOptional, Registry::options().aliasAnalysis(kConservative))
           .op(kAfterSchema, &State::After, Registry::options().aliasAnalysis(kConservative))
           .op(kEnterSchema, &State::EnterModule, Registry::options().aliasAnalysis(kConservative))
           .op(kExitSchema, &State::ExitModule, Registry::options().aliasAnalysis(kConservative));

@@ -70,13 +70,14 @@ at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind
   const at::Tensor in = ctx.Enter(name, kind, x);
   const at::Tensor w = ctx.Weight(name + ".weight"), b = ctx.Weight(name + ".bias");
   const AccumulationEmulation acc = ctx.AccumulationFor(name, kind);
-  at::Tensor y = acc.active() ? EmulatedLinear(in, w, b, acc) : at::linear(in, w, b);
+  at::Tensor y = acc.active() || Widens(acc, {in, w, b}) ? EmulatedLinear(in, w, b, acc) : at::linear(in, w, b);
   return ctx.Output(name, kind, y);
 }
 
 at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x,
                   at::IntArrayRef stride) {
-  const bool tf32 = ctx.AccumulationFor(name, kind).tf32_inputs;
+  const AccumulationEmulation acc = ctx.AccumulationFor(name, kind);
+  const bool tf32 = acc.tf32_inputs;
   const at::Tensor in = tf32 ? RoundToTf32(ctx.Enter(name, kind, x)) : ctx.Enter(name, kind, x);
   const at::Tensor w = tf32 ? RoundToTf32(ctx.Weight(name + ".weight"))
                             : ctx.Weight(name + ".weight");  // [Cout, Cin, kt, kh, kw]
@@ -84,16 +85,23 @@ at::Tensor Conv3d(const ForwardContext& ctx, const std::string& name, ModuleKind
   const std::vector<int64_t> padding =
       strided ? std::vector<int64_t>{0, 0, 0}
               : std::vector<int64_t>{w.size(2) / 2, w.size(3) / 2, w.size(4) / 2};
-  at::Tensor y = at::conv3d(in, w, ctx.Weight(name + ".bias"), stride, padding);
+  const at::Tensor b = ctx.Weight(name + ".bias");
+  at::Tensor y = Widens(acc, {in, w, b})
+                     ? at::conv3d(Float32(in), Float32(w), Float32(b), stride, padding).to(acc.widened)
+                     : at::conv3d(in, w, b, stride, padding);
   return ctx.Output(name, kind, y);
 }
 
 at::Tensor Conv2d(const ForwardContext& ctx, const std::string& name, ModuleKind kind, const at::Tensor& x) {
-  const bool tf32 = ctx.AccumulationFor(name, kind).tf32_inputs;
-  const at::Tensor in = tf32 ? RoundToTf32(ctx.Enter(name, kind, x)) : ctx.Enter(name, kind, x);
-  const at::Tensor w =
-      tf32 ? RoundToTf32(ctx.Weight(name + ".weight")) : ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
-  at::Tensor y = at::conv2d(in, w, ctx.Weight(name + ".bias"), {1, 1}, {w.size(2) / 2, w.size(3) / 2});
+  const AccumulationEmulation acc = ctx.AccumulationFor(name, kind);
+  const at::Tensor in = acc.tf32_inputs ? RoundToTf32(ctx.Enter(name, kind, x)) : ctx.Enter(name, kind, x);
+  const at::Tensor w = acc.tf32_inputs ? RoundToTf32(ctx.Weight(name + ".weight"))
+                                       : ctx.Weight(name + ".weight");  // [Cout, Cin, k, k]
+  const at::Tensor b = ctx.Weight(name + ".bias");
+  const std::vector<int64_t> padding = {w.size(2) / 2, w.size(3) / 2};
+  at::Tensor y = Widens(acc, {in, w, b})
+                     ? at::conv2d(Float32(in), Float32(w), Float32(b), {1, 1}, padding).to(acc.widened)
+                     : at::conv2d(in, w, b, {1, 1}, padding);
   return ctx.Output(name, kind, y);
 }
 
@@ -126,13 +134,13 @@ at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const a
   const at::Tensor q_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, q);
   const at::Tensor k_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, k);
   const AccumulationEmulation acc = ctx.AccumulationFor(name + ".logits", ModuleKind::kSoftmax);
-  at::Tensor logits = (acc.active() ? EmulatedMatmul(q_in, k_in.transpose(-2, -1), acc)
+  at::Tensor logits = (acc.active() || Widens(acc, {q_in, k_in}) ? EmulatedMatmul(q_in, k_in.transpose(-2, -1), acc)
                                     : at::matmul(q_in, k_in.transpose(-2, -1)))
                           .mul_(1.0 / std::sqrt(double(head_dim)));
   logits = ctx.Output(name + ".logits", ModuleKind::kAttentionLogits, logits);
   at::Tensor probs = at::softmax(ctx.Enter(name + ".softmax", ModuleKind::kSoftmax, logits), -1);
   probs = ctx.Output(name + ".softmax", ModuleKind::kSoftmax, probs);
-  at::Tensor out = (acc.active() ? EmulatedMatmul(probs, v, acc) : at::matmul(probs, v))
+  at::Tensor out = (acc.active() || Widens(acc, {probs, v}) ? EmulatedMatmul(probs, v, acc) : at::matmul(probs, v))
                        .permute({0, 2, 1, 3})
                        .reshape({n, s, hidden});
   return Linear(ctx, name + ".out", ModuleKind::kOther, out);

@@ -81,7 +81,7 @@ class TorchScriptModel : public VideoModel {
     const AccumulationEmulation& acc = observer_.accumulation();
     return "denoiser: " + denoiser_.instrumentation->coverage().Summary() +
            "; decoder: " + decoder_.instrumentation->coverage().Summary() +
-           (acc.active() ? "; accumulation emulated on the CPU: " + acc.Describe() : "");
+           (acc.Describe().empty() ? "" : "; accumulation emulated on the CPU: " + acc.Describe());
   }
 
  private:

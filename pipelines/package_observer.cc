@@ -26,6 +26,30 @@ MatmulKind KindOf(const std::string& op) {
   return MatmulKind::kNone;
 }
 
+// Raises the error op `op` raises when its operands before `later_index` are `first` and
+// the one at `later_index` is `later`: the op itself on tiny operands of those dtypes,
+// so that the text is this LibTorch's own. Returns when the op takes such operands.
+void RaiseMixedOperandError(const std::string& op, int later_index, c10::ScalarType first,
+                                         c10::ScalarType later) {
+  const bool convolution = KindOf(op) == MatmulKind::kConvolution;
+  const auto operand = [&](int index) {
+    const c10::ScalarType dtype = index == later_index ? later : first;
+    if (index == 2) return at::zeros({1}, at::TensorOptions().dtype(dtype));
+    return at::zeros(op == "aten::bmm" || convolution ? at::IntArrayRef{1, 1, 1} : at::IntArrayRef{1, 1},
+                     at::TensorOptions().dtype(dtype));
+  };
+  const at::Tensor a = operand(0), b = operand(1), bias = later_index == 2 ? operand(2) : at::Tensor();
+  if (convolution) {
+    at::conv1d(a, b, bias);
+  } else if (op == "aten::linear") {
+    at::linear(a, b, bias);
+  } else if (op == "aten::bmm") {
+    at::bmm(a, b);
+  } else {
+    at::mm(a, b);
+  }
+}
+
 }  // namespace
 
 std::string JoinModulePath(const std::string& path, const std::string& callee) {
@@ -65,6 +89,7 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
         value.is_floating_point()) {
       AuditWeightedOp(path, site, input_index, RunDtypeOf(value));
     }
+    if (accumulation_.widened != c10::ScalarType::Undefined) return Widen(site, input_index, value);
     if (!accumulation_.active() || input_index > 2) return value;
     const MatmulKind kind = KindOf(site.op);
     if (kind == MatmulKind::kNone) return value;
@@ -99,6 +124,10 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
       out = policy_.emulate_fp16 ? Emulate(out, would_be_.reduced(), false) : out.to(policy_.compute);
     }
   } else if (site.kind == GraphSite::Kind::kOp) {
+    if (widening_.site == &site) {
+      if (widening_.widened && IsFloat32(out)) out = out.to(accumulation_.widened);
+      widening_ = Widening{};
+    }
     if (matmul_.site == &site) out = EmulateAccumulation(path, site, out);
     if (policy_.emulate_fp16 && out.defined() && out.is_floating_point()) {
       const c10::ScalarType would_be = would_be_.OutputDtype(site);
@@ -129,6 +158,25 @@ at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const G
                                   ? EmulatedLinear(a, b, operands.operands[2], acc)
                                   : EmulatedMatmul(a, b, acc);
   return emulated.sizes() == value.sizes() ? emulated.to(value.scalar_type()) : value;
+}
+
+at::Tensor PackageObserver::Widen(const GraphSite& site, int input_index, const at::Tensor& value) {
+  if (input_index > 2 || KindOf(site.op) == MatmulKind::kNone || !value.defined() || !value.is_floating_point()) {
+    return value;
+  }
+  if (widening_.site != &site) widening_ = Widening{&site};
+  if (value.scalar_type() == accumulation_.widened) {
+    if (widening_.other) return value;  // the op raises its own dtype error
+    widening_.widened = true;
+    return value.to(at::kFloat);
+  }
+  // An operand of another dtype after widened ones: the real op raises here.
+  if (widening_.widened) {
+    RaiseMixedOperandError(site.op, input_index, accumulation_.widened, value.scalar_type());
+    return Float32(value);
+  }
+  widening_.other = true;
+  return value;
 }
 
 at::Tensor PackageObserver::EnterRoot(const std::string& root, const at::Tensor& value, bool float32_input) {

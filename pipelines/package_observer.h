@@ -86,9 +86,19 @@ class PackageObserver : public GraphObserver {
   };
   at::Tensor EmulateAccumulation(const std::string& path, const GraphSite& site, const at::Tensor& value);
 
+  // The matmul-like op whose operands are widened to FP32 (accumulation_.widened): set
+  // when its first operand of the widened dtype arrives, its output rounded back after.
+  struct Widening {
+    const GraphSite* site = nullptr;
+    bool widened = false;  // an operand was cast to float32
+    bool other = false;    // an operand of another dtype came first: the op keeps its error
+  };
+  at::Tensor Widen(const GraphSite& site, int input_index, const at::Tensor& value);
+
   DtypePolicy policy_;
   AccumulationEmulation accumulation_;
   MatmulOperands matmul_;
+  Widening widening_;
   int step_ = 0;
   ModuleObserver observer_;
   std::vector<DtypeMismatch>* mismatch_log_ = nullptr;

@@ -101,7 +101,8 @@ void ReferenceModel::ApplyFaultToStored() {
 
 std::string ReferenceModel::ObservedSummary() const {
   const AccumulationEmulation& acc = denoiser_ctx_.AccumulationFor("", ModuleKind::kOther);
-  return acc.active() ? "accumulation emulated on the CPU: " + acc.Describe() : "";
+  const std::string emulated = acc.Describe();
+  return emulated.empty() ? "" : "accumulation emulated on the CPU: " + emulated;
 }
 
 std::string ReferenceModel::CurrentModule() const {
