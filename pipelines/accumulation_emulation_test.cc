@@ -87,8 +87,9 @@ TEST(AccumulationEmulationTest, PolicyFlagsSelectTheEmulationOnTheCpuOnly) {
 // widens its products exactly there; the widened product is the FP32 one rounded once.
 TEST(AccumulationEmulationTest, Bf16ProductsAreWidenedWhereThisCpusKernelsSumInBf16) {
   const at::Tensor row = at::ones({1, 4096}, at::kBFloat16);
-  const bool sums_in_bf16 = at::mm(row, at::ones({4096, 1}, at::kBFloat16)).item<float>() != 4096.0f ||
-                            at::conv1d(row.view({1, 1, 4096}), row.view({1, 1, 4096})).item<float>() != 4096.0f;
+  const bool sums_in_bf16 =
+      at::mm(row, at::ones({4096, 1}, at::kBFloat16)).item<float>() != 4096.0f ||
+      at::conv1d(row.view({1, 1, 4096}), row.view({1, 1, 4096})).item<float>() != 4096.0f;
   EXPECT_EQ(CpuKernelsSumIn(at::kBFloat16), sums_in_bf16);
   EXPECT_FALSE(CpuKernelsSumIn(at::kFloat));
   DtypePolicy bf16;

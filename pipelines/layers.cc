@@ -70,7 +70,8 @@ at::Tensor Linear(const ForwardContext& ctx, const std::string& name, ModuleKind
   const at::Tensor in = ctx.Enter(name, kind, x);
   const at::Tensor w = ctx.Weight(name + ".weight"), b = ctx.Weight(name + ".bias");
   const AccumulationEmulation acc = ctx.AccumulationFor(name, kind);
-  at::Tensor y = acc.active() || Widens(acc, {in, w, b}) ? EmulatedLinear(in, w, b, acc) : at::linear(in, w, b);
+  at::Tensor y =
+      acc.active() || Widens(acc, {in, w, b}) ? EmulatedLinear(in, w, b, acc) : at::linear(in, w, b);
   return ctx.Output(name, kind, y);
 }
 
@@ -134,15 +135,17 @@ at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const a
   const at::Tensor q_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, q);
   const at::Tensor k_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, k);
   const AccumulationEmulation acc = ctx.AccumulationFor(name + ".logits", ModuleKind::kSoftmax);
-  at::Tensor logits = (acc.active() || Widens(acc, {q_in, k_in}) ? EmulatedMatmul(q_in, k_in.transpose(-2, -1), acc)
-                                    : at::matmul(q_in, k_in.transpose(-2, -1)))
-                          .mul_(1.0 / std::sqrt(double(head_dim)));
+  at::Tensor logits =
+      (acc.active() || Widens(acc, {q_in, k_in}) ? EmulatedMatmul(q_in, k_in.transpose(-2, -1), acc)
+                                                 : at::matmul(q_in, k_in.transpose(-2, -1)))
+          .mul_(1.0 / std::sqrt(double(head_dim)));
   logits = ctx.Output(name + ".logits", ModuleKind::kAttentionLogits, logits);
   at::Tensor probs = at::softmax(ctx.Enter(name + ".softmax", ModuleKind::kSoftmax, logits), -1);
   probs = ctx.Output(name + ".softmax", ModuleKind::kSoftmax, probs);
-  at::Tensor out = (acc.active() || Widens(acc, {probs, v}) ? EmulatedMatmul(probs, v, acc) : at::matmul(probs, v))
-                       .permute({0, 2, 1, 3})
-                       .reshape({n, s, hidden});
+  at::Tensor out =
+      (acc.active() || Widens(acc, {probs, v}) ? EmulatedMatmul(probs, v, acc) : at::matmul(probs, v))
+          .permute({0, 2, 1, 3})
+          .reshape({n, s, hidden});
   return Linear(ctx, name + ".out", ModuleKind::kOther, out);
 }
 

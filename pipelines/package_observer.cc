@@ -30,7 +30,7 @@ MatmulKind KindOf(const std::string& op) {
 // the one at `later_index` is `later`: the op itself on tiny operands of those dtypes,
 // so that the text is this LibTorch's own. Returns when the op takes such operands.
 void RaiseMixedOperandError(const std::string& op, int later_index, c10::ScalarType first,
-                                         c10::ScalarType later) {
+                            c10::ScalarType later) {
   const bool convolution = KindOf(op) == MatmulKind::kConvolution;
   const auto operand = [&](int index) {
     const c10::ScalarType dtype = index == later_index ? later : first;
@@ -161,7 +161,8 @@ at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const G
 }
 
 at::Tensor PackageObserver::Widen(const GraphSite& site, int input_index, const at::Tensor& value) {
-  if (input_index > 2 || KindOf(site.op) == MatmulKind::kNone || !value.defined() || !value.is_floating_point()) {
+  if (input_index > 2 || KindOf(site.op) == MatmulKind::kNone || !value.defined() ||
+      !value.is_floating_point()) {
     return value;
   }
   if (widening_.site != &site) widening_ = Widening{&site};
