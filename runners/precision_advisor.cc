@@ -28,11 +28,6 @@ bool Advisable(const CellResult& r) {
   }
 }
 
-// Why a run fails, for "the same cause": its status and, for an ERROR, its class.
-std::string CauseOf(const CellResult& r) {
-  return std::string(StatusName(r.status)) + (r.status == CellStatus::kError ? ":" + r.error_class : "");
-}
-
 // Where a failed run's failure is made: the module (and op) that raised the error, made
 // the first non-finite value, or made the largest isolated error; module "" when the run
 // names none (a FAIL of the reference model).
@@ -213,7 +208,7 @@ struct Step {
 // Without a culprit, the next probe candidate. Stops past the weight cap or the root.
 // A run that names no culprit (a FAIL of the reference model, which has no per-op hooks)
 // widens the island of the last culprit named (`last`), else takes the next candidate.
-Step Grow(const Islands& islands, const CellResult& failed, bool same_cause, const DtypePolicy& base,
+Step Grow(const Islands& islands, const CellResult& failed, const DtypePolicy& base,
           const std::vector<WeightSize>& weights, double cap, Islands* queue, Culprit* last) {
   Culprit c = CulpritOf(failed);
   if (c.module.empty()) c = *last;
@@ -226,10 +221,11 @@ Step Grow(const Islands& islands, const CellResult& failed, bool same_cause, con
     queue->erase(queue->begin());
   } else if (!Covers(base, islands, c)) {
     next.push_back(IslandFor(c, weights));
-  } else if (!c.op.empty() && InFp32Op(IslandPolicy(base, islands), c.module, c.op) &&
-             failed.status == CellStatus::kNonfinite && same_cause) {
-    return {{}, c.Name() + " makes a NaN/Inf computing in FP32 too"};
   } else {
+    // Covered and failing for the same cause: wider. An op that still makes a NaN/Inf in
+    // FP32 may take a value that overflowed where an island's output re-entered the
+    // reduced dtype (x300 kept in FP32 by an island, cast to FP16 by the residual add
+    // after it): its module takes that boundary inside.
     for (std::string& island : next) {
       if (!Covers(base, {island}, c)) continue;
       island = Wider(island);
@@ -305,8 +301,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
 
   Islands queue = ProbeCandidates(*observed);
   Culprit last;
-  Step step = Grow({}, *observed, true, base, *weights, options.max_weight_share, &queue, &last);
-  std::string cause = CauseOf(*observed);
+  Step step = Grow({}, *observed, base, *weights, options.max_weight_share, &queue, &last);
   bool passed = false;
   while (!step.next.empty() && search.BudgetLeft(advice)) {
     StatusOr<CellResult> r = search.Try(step.next, &advice);
@@ -323,9 +318,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
       step = {{}, std::string("the islands turn the failure into ") + StatusName(r->status)};
       break;
     }
-    const bool same_cause = CauseOf(*r) == cause;
-    cause = CauseOf(*r);
-    step = Grow(step.next, *r, same_cause, base, *weights, options.max_weight_share, &queue, &last);
+    step = Grow(step.next, *r, base, *weights, options.max_weight_share, &queue, &last);
   }
   if (!passed) {
     if (step.next.empty() && search.BudgetLeft(advice)) {

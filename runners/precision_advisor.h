@@ -9,9 +9,10 @@
 //      predicts (runners/error_producer.h);
 //   2. grow: the first island is the culprit's (its module when the op uses the module's
 //      own weights, else the op at its module's level). Run with the islands. While the
-//      cell fails for the SAME cause (status, error class), widen the island that covers
-//      the new culprit to its parent (an op island to its module); when the cause changes
-//      (NONFINITE -> FAIL), add an island for the new cause's culprit instead. A run that
+//      cell fails, widen the island that covers the new culprit to its parent (an op
+//      island to its module: an op in FP32 that still makes a NaN/Inf may take a value
+//      that overflowed where an island's output re-entered the reduced dtype); a culprit
+//      no island covers (NONFINITE -> FAIL elsewhere) gets an island of its own. A run that
 //      names no culprit (a FAIL of the reference model, which has no per-op hooks) widens
 //      the last culprit's island, or without one takes the next probe candidate;
 //   3. stop when the next set would keep more than `max_weight_share` of the weights in
