@@ -19,6 +19,11 @@ std::string AccumulationEmulation::Describe() const {
   return text;
 }
 
+std::string AccumulationEmulation::ObservedNote() const {
+  const std::string emulated = Describe();
+  return emulated.empty() ? "" : "accumulation emulated on the CPU: " + emulated;
+}
+
 at::Tensor RoundToTf32(const at::Tensor& x) {
   if (x.scalar_type() != at::kFloat) return x;
   // On the bit pattern: add half an ulp of TF32 (0x0fff, plus the kept bit for ties to
@@ -73,11 +78,11 @@ bool Widens(const AccumulationEmulation& emulation, std::initializer_list<at::Te
 AccumulationEmulation AccumulationOf(const DtypePolicy& policy, bool on_cpu) {
   AccumulationEmulation e;
   if (!on_cpu) return e;
-  if (!policy.emulate_fp16 && CpuKernelsSumIn(policy.compute)) e.widened = policy.compute;
   e.tf32_inputs = policy.allow_tf32;
   if (policy.fp16_reduced_precision_reduction) e.reduced_sum = at::kHalf;
   if (policy.bf16_reduced_precision_reduction) e.reduced_sum = at::kBFloat16;
   e.block = policy.accumulation_block;
+  if (!e.active() && !policy.emulate_fp16 && CpuKernelsSumIn(policy.compute)) e.widened = policy.compute;
   return e;
 }
 

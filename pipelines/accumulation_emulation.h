@@ -42,7 +42,8 @@ struct AccumulationEmulation {
   c10::ScalarType reduced_sum = c10::ScalarType::Undefined;
   int64_t block = 8;  // products per block of the reduction
   // kBFloat16 or kHalf: products of this dtype are computed in FP32 and rounded back
-  // (WidenedOperand); Undefined: the kernels' own sums are kept.
+  // (see Widens); Undefined: the kernels' own sums are kept. Never set beside the
+  // policy's own emulation, which computes its products in FP32 already.
   c10::ScalarType widened = c10::ScalarType::Undefined;
 
   // Whether the policy's emulation (TF32, reduced sums) is on; `widened` does not count.
@@ -50,6 +51,9 @@ struct AccumulationEmulation {
   // "tf32 inputs, fp16 accumulation in blocks of 8", "bf16 products summed in FP32 (this
   // CPU's kernels sum them in bf16)"; "" when nothing is emulated.
   std::string Describe() const;
+  // The `observed` note of a cell: "accumulation emulated on the CPU: " + Describe(), or
+  // "" when nothing is emulated.
+  std::string ObservedNote() const;
 };
 
 // float32 -> float32 with the 13 low mantissa bits rounded off (to nearest, ties to even):
@@ -69,8 +73,8 @@ bool Widens(const AccumulationEmulation& emulation, std::initializer_list<at::Te
 // `t` in float32; an undefined tensor (no bias) stays undefined.
 at::Tensor Float32(const at::Tensor& t);
 // The emulation a policy asks for on `device`: on a CUDA device none (the policy's flags
-// set the real cuBLAS/cuDNN switches), on the CPU the flags above, and `widened` where
-// the policy computes in a dtype that the CPU's kernels sum in itself.
+// set the real cuBLAS/cuDNN switches), on the CPU the flags above, or else `widened`
+// where the policy computes in a dtype that the CPU's kernels sum in itself.
 struct DtypePolicy;
 AccumulationEmulation AccumulationOf(const DtypePolicy& policy, bool on_cpu);
 

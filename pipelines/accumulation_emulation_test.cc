@@ -99,6 +99,8 @@ TEST(AccumulationEmulationTest, Bf16ProductsAreWidenedWhereThisCpusKernelsSumInB
   EXPECT_EQ(cpu.widened, sums_in_bf16 ? at::kBFloat16 : c10::ScalarType::Undefined);
   EXPECT_FALSE(cpu.active());
   EXPECT_EQ(AccumulationOf(bf16, /*on_cpu=*/false).widened, c10::ScalarType::Undefined);
+  bf16.bf16_reduced_precision_reduction = true;  // the policy's own emulation computes in FP32
+  EXPECT_EQ(AccumulationOf(bf16, /*on_cpu=*/true).widened, c10::ScalarType::Undefined);
 
   AccumulationEmulation widened;
   widened.widened = at::kBFloat16;

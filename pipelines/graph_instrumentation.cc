@@ -274,7 +274,8 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (schema == nullptr) return plan;
   const bool conversion = IsDtypeConversion(node->kind());
-  const bool weighted = WeightInput(node) >= 0;  // its optional bias is observed too
+  plan.site.weight_input = WeightInput(node);
+  const bool weighted = plan.site.weight_input >= 0;  // its optional bias is observed too
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     const bool tensor = IsTensor(node->input(i)) || (weighted && IsOptionalTensor(node->input(i)));
     if (tensor && (!AliasesOrUnknown(schema->arguments(), i) || (conversion && i == 0))) {
@@ -286,7 +287,6 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
       plan.outputs.push_back(i);
     }
   }
-  plan.site.weight_input = WeightInput(node);
   PlanDtypeArgument(*schema, plan);
   PlanListElements(plan);
   return plan;

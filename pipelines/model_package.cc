@@ -78,10 +78,10 @@ class TorchScriptModel : public VideoModel {
   InstrumentedModule TakeDecoder() { return std::move(decoder_); }
 
   std::string ObservedSummary() const override {
-    const AccumulationEmulation& acc = observer_.accumulation();
+    const std::string accumulation = observer_.accumulation().ObservedNote();
     return "denoiser: " + denoiser_.instrumentation->coverage().Summary() +
            "; decoder: " + decoder_.instrumentation->coverage().Summary() +
-           (acc.Describe().empty() ? "" : "; accumulation emulated on the CPU: " + acc.Describe());
+           (accumulation.empty() ? "" : "; " + accumulation);
   }
 
  private:

@@ -100,9 +100,7 @@ void ReferenceModel::ApplyFaultToStored() {
 }
 
 std::string ReferenceModel::ObservedSummary() const {
-  const AccumulationEmulation& acc = denoiser_ctx_.AccumulationFor("", ModuleKind::kOther);
-  const std::string emulated = acc.Describe();
-  return emulated.empty() ? "" : "accumulation emulated on the CPU: " + emulated;
+  return denoiser_ctx_.AccumulationFor("", ModuleKind::kOther).ObservedNote();
 }
 
 std::string ReferenceModel::CurrentModule() const {
