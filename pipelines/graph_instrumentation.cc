@@ -263,6 +263,14 @@ void PlanListElements(NodePlan& plan) {
   }
 }
 
+// Ops that view their input 0 where they can and copy it where they cannot.
+bool IsCopyingView(c10::Symbol kind) {
+  static const std::unordered_set<c10::Symbol> ops = {
+      c10::Symbol::fromQualString("aten::reshape"), c10::Symbol::fromQualString("aten::reshape_as"),
+      c10::Symbol::fromQualString("aten::flatten"), c10::Symbol::fromQualString("aten::contiguous")};
+  return ops.count(kind) > 0;
+}
+
 // Plans the hooks of an aten op with a floating (or unknown-dtype) tensor input or
 // output; nullopt for other nodes. The plan has no hooks when every tensor aliases.
 c10::optional<NodePlan> PlanOp(jit::Node* node) {
@@ -273,6 +281,13 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
   plan.site.op = node->kind().toQualString();
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (schema == nullptr) return plan;
+  if (IsCopyingView(node->kind()) && IsTensor(node->input(0)) && node->outputs().size() == 1 &&
+      IsTensor(node->output(0))) {
+    plan.site.kind = Kind::kCopyingView;
+    plan.inputs = {0};
+    plan.outputs = {0};
+    return plan;
+  }
   const bool conversion = IsDtypeConversion(node->kind());
   plan.site.weight_input = WeightInput(node);
   const bool weighted = plan.site.weight_input >= 0;  // its optional bias is observed too

@@ -71,6 +71,11 @@ struct GraphSite {
   enum class Kind {
     kModuleCall,  // a prim::CallMethod of a submodule: `callee` is its relative path
     kOp,          // a floating-point op in a method body
+    // An op that returns a view of its input 0 or, when no view can be made, a copy
+    // (aten::reshape, flatten, contiguous, reshape_as): input 0 and output 0 are hooked
+    // so that a copy's origin is known. Observers must return both unchanged (a view
+    // replaced would leave its base).
+    kCopyingView,
   };
   Kind kind = Kind::kOp;
   // kModuleCall: the callee relative to the caller ("blocks.1", "ff.net.0"); "" when a

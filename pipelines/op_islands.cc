@@ -51,7 +51,8 @@ bool OpIslandObserver::IsIslandOutput(const at::Tensor& value) const {
 
 at::Tensor OpIslandObserver::Before(const std::string& path, const GraphSite& site, int input_index,
                                     const at::Tensor& value) {
-  if (!active_) return inner_.Before(path, site, input_index, value);
+  if (!active_ || site.kind == GraphSite::Kind::kCopyingView)
+    return inner_.Before(path, site, input_index, value);
   if (IsIslandOp(path, site)) return IsReducedFloat(value) ? value.to(at::kFloat) : value;
   const std::string consumer =
       site.kind == GraphSite::Kind::kOp ? path : (path.empty() ? site.callee : path + "." + site.callee);

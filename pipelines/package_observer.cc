@@ -82,6 +82,10 @@ at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype
 
 at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& site, int input_index,
                                    const at::Tensor& value) {
+  if (site.kind == GraphSite::Kind::kCopyingView) {
+    if (policy_.emulate_fp16) would_be_.AddInput(site, input_index, value);
+    return value;
+  }
   if (site.kind == GraphSite::Kind::kOp) {
     if (policy_.emulate_fp16) would_be_.AddInput(site, input_index, value);
     if (input_index < 0) return value;  // a list element or a dtype source
@@ -115,6 +119,16 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
 at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site, int output_index,
                                   const at::Tensor& value) {
   (void)output_index;
+  if (site.kind == GraphSite::Kind::kCopyingView) {
+    // A copy is a new storage: it holds its input's would-be dtype (a view has it already).
+    const c10::ScalarType dtype =
+        policy_.emulate_fp16 ? would_be_.OutputDtype(site) : c10::ScalarType::Undefined;
+    if (IsFloat32(value) && dtype != c10::ScalarType::Undefined &&
+        would_be_.Of(value) == c10::ScalarType::Undefined) {
+      would_be_.Set(value, dtype);
+    }
+    return value;
+  }
   at::Tensor out = value;
   const bool in_island = policy_.InFp32Module(path);
   if (site.kind == GraphSite::Kind::kModuleCall && !site.callee.empty() && in_island) {

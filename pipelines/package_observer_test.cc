@@ -27,10 +27,11 @@ DtypePolicy EmulatedFp16() {
 struct Emulated {
   jit::Module module{"M"};
   std::unique_ptr<GraphInstrumentation> instrumentation;
-  PackageObserver observer{EmulatedFp16(), /*on_cpu=*/true};
+  PackageObserver observer;
   at::Tensor weight = RoundHalf(torch::randn({4, 8}));
 
-  explicit Emulated(const std::string& source) {
+  explicit Emulated(const std::string& source, const DtypePolicy& policy = EmulatedFp16())
+      : observer(policy, /*on_cpu=*/true) {
     module.register_parameter("w", weight, /*is_buffer=*/false);
     module.define(source);
     instrumentation = GraphInstrumentation::Instrument(module, "m");
@@ -117,6 +118,36 @@ def forward(self, x):
   const at::Tensor y = RoundHalf(x * 1.0001);
   const at::Tensor expected = RoundHalf(y * 3.0001) - y * 3.0001;  // FP16 - float32: float32
   EXPECT_TRUE(torch::equal(m.Forward({x}), expected));
+}
+
+// reshape and flatten copy a tensor they cannot view: the copy holds its input's
+// would-be dtype (it used to be unknown, taken as FP16, and rounded).
+TEST(PackageObserverTest, Fp16EmulationACopyByReshapeKeepsItsInputsDtype) {
+  Emulated m(R"JIT(
+def forward(self, t, like):
+    args = t.float()[:, None] * torch.arange(8, dtype=6)[None, :] * 0.37
+    copied = torch.sin(args).view(2, 4).transpose(0, 1).flatten(0)
+    return copied * 1.0001 + 0.0 * like.sum()
+)JIT");
+  const at::Tensor t = torch::full({1}, 999.0);
+  const at::Tensor args = t.unsqueeze(1) * torch::arange(8, torch::kFloat).unsqueeze(0) * 0.37;
+  const at::Tensor exact = torch::sin(args).view({2, 4}).transpose(0, 1).flatten(0) * 1.0001;
+  EXPECT_TRUE(torch::equal(m.Forward({t, torch::ones({1, 8})}, /*float32_input=*/0), exact));
+}
+
+// Inside an FP32 island, an activation copied by flatten (attention's
+// out.transpose(1, 2).flatten(2)) is float32 like the island's weights: no dtype error.
+TEST(PackageObserverTest, Fp16EmulationACopyInsideAnFp32IslandIsFloat32) {
+  DtypePolicy policy = EmulatedFp16();
+  policy.fp32_modules = {"m"};
+  Emulated m(R"JIT(
+def forward(self, x):
+    return torch.linear(x.transpose(1, 2).flatten(1), self.w)
+)JIT",
+             policy);
+  const at::Tensor x = RoundHalf(torch::randn({2, 4, 2}));
+  // computed in float32, rounded to FP16 where it leaves the island
+  EXPECT_TRUE(torch::equal(m.Forward({x}), RoundHalf(torch::linear(x.transpose(1, 2).flatten(1), m.weight))));
 }
 
 }  // namespace
