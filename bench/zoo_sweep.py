@@ -2,8 +2,9 @@
 """Runs every model-zoo package x policy x seed through `framegate check` and writes one JSON
 line per cell: package, policy, seed, status, reason, every scalar metric of the check JSON
 (min_psnr, min_ssim, mean_ssim, max_abs, rel_l2, temporal_rel_l2, latent_cosine), the first
-non-finite module/op, the error class/module, the frame defect, the expected status from the
-zoo's table (when the generator is found) and the cell's wall time.
+non-finite module/op, the error class/module, the frame defect, an FP8 cell's compute part
+(min_psnr against its FP8 weights computed in FP32), the expected status from the zoo's
+table (when the generator is found) and the cell's wall time.
 
   bench/zoo_sweep.py --framegate build/bin/framegate --zoo ZOO_DIR \
       [--seeds 0-4] [--policies fp32,bf16,...] [--jobs 2] [--out cells.jsonl] [--summary table.md]
@@ -12,7 +13,8 @@ ZOO_DIR holds the packages (pipelines/examples/make_zoo_packages.py ZOO_DIR); --
 them first. Goldens go to --golden-dir (default ZOO_DIR/.goldens), made once per package and
 seed. One `check` process per (package, seed) runs all the policies, with --threads 1;
 --jobs (1 or 2) such processes run side by side. --summary writes a Markdown table per
-(package, policy): the worst min_psnr and latent_cosine over the seeds and the statuses.
+(package, policy): the worst min_psnr, latent_cosine and compute part over the seeds and
+the statuses.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import concurrent.futures
 import json
 import math
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -48,6 +51,13 @@ def zoo_table(python: str) -> Dict[str, dict]:
     return {row["name"]: row for row in json.loads(out.stdout)}
 
 
+def compute_part_psnr(observed: str) -> Optional[float]:
+    """An FP8 cell's compute part (its frames against its FP8 weights computed in FP32),
+    from the `observed` note "compute part: min_psnr 34.58 dB against ..."."""
+    found = re.search(r"compute part: min_psnr (\S+) dB", observed)
+    return None if found is None else float(found.group(1))
+
+
 def cell_line(package: str, seed: int, cell: dict, seconds: float, expected: Optional[dict]) -> dict:
     metrics = cell.get("metrics") or {}
     first = cell.get("first_nonfinite") or {}
@@ -61,6 +71,7 @@ def cell_line(package: str, seed: int, cell: dict, seconds: float, expected: Opt
         "error_class": cell.get("error_class") or None,
         "error_module": cell.get("error_module") or None,
         "frame_defect": (cell.get("health") or {}).get("defect"),
+        "compute_part_psnr": compute_part_psnr(cell.get("observed", "")),
         "expected": (expected or {}).get(cell["policy"]),
         "seconds": round(seconds, 3),
     })
@@ -97,8 +108,9 @@ def summary(lines: Iterable[dict]) -> str:
     groups: Dict[tuple, List[dict]] = {}
     for line in lines:
         groups.setdefault((line["package"], line["policy"]), []).append(line)
-    out = ["| package | policy | worst min_psnr (dB) | worst latent_cosine | statuses (seeds) | expected |",
-           "|---|---|---|---|---|---|"]
+    out = ["| package | policy | worst min_psnr (dB) | worst latent_cosine | worst compute part (dB) | "
+           "statuses (seeds) | expected |",
+           "|---|---|---|---|---|---|---|"]
     for (package, policy), cells in groups.items():
         cells.sort(key=lambda c: c["seed"])
         worst_psnr = worst([c.get("min_psnr") for c in cells])
@@ -109,7 +121,9 @@ def summary(lines: Iterable[dict]) -> str:
         for c in cells:
             counts[c["status"]] = counts.get(c["status"], 0) + 1
         statuses = ", ".join(f"{s} x{n}" for s, n in counts.items())
-        out.append(f"| {package} | {policy} | {worst_psnr} | {worst_cos} | {statuses} | "
+        parts = [c["compute_part_psnr"] for c in cells if c.get("compute_part_psnr") is not None]
+        worst_part = f"{min(parts):.1f}" if parts else "-"
+        out.append(f"| {package} | {policy} | {worst_psnr} | {worst_cos} | {worst_part} | {statuses} | "
                    f"{cells[0].get('expected') or ''} |")
     return "\n".join(out) + "\n"
 

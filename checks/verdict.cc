@@ -51,6 +51,11 @@ Verdict Decide(const VerdictInputs& in) {
       return {CellStatus::kFail, v->Reason(), ""};
     }
   }
+  if (in.compute_metrics != nullptr && in.compute_tolerance != nullptr) {
+    if (const auto v = FirstViolation(*in.compute_tolerance, *in.compute_metrics)) {
+      return {CellStatus::kFail, "compute part: " + v->Reason() + " against " + in.compute_reference, ""};
+    }
+  }
   return {CellStatus::kPass, "", ""};
 }
 

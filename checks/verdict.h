@@ -8,7 +8,9 @@
 //   5. NaN/Inf in latents or frames   -> NONFINITE "NaN at step S in <module>" (first seen)
 //   6. black/white/uniform/frozen     -> BROKEN_FRAMES "<kind>: N of T frames"
 //   7. no golden to compare with      -> UNRESOLVED "<why> (make it: <command>)"
-//   8. a tolerance bound broken       -> FAIL "<metric> <value> < <bound>"
+//   8. a tolerance bound broken       -> FAIL "<metric> <value> < <bound>", then the
+//      compute part's                 -> FAIL "compute part: <metric> <value> < <bound>
+//                                         against <its reference>"
 //   9. otherwise                      -> PASS
 // then expected failures flip (ApplyExpectedFailure), once, the reason kept.
 #pragma once
@@ -31,6 +33,12 @@ struct VerdictInputs {
   const ComparisonMetrics* metrics = nullptr;       // null when there is no golden
   std::string unresolved;                           // why there is no golden
   const ToleranceProfile* tolerance = nullptr;
+  // The compute part of an FP8-storage policy (runners/cell_bound.h): its metrics
+  // against the same weights computed in FP32, the profile that judges them, and that
+  // reference in words, for the reason. Null when the policy has none.
+  const ComparisonMetrics* compute_metrics = nullptr;
+  const ToleranceProfile* compute_tolerance = nullptr;
+  std::string compute_reference;  // "its fp8e4m3 weights computed in FP32"
   bool expected_to_fail = false;
 };
 

@@ -39,6 +39,26 @@ TEST_F(VerdictTest, PassFailAndExpectedFailureFlip) {
   EXPECT_EQ(DecideVerdict(xfail).status, CellStatus::kXpass);
 }
 
+// An FP8-storage policy's compute part fails the cell even where its whole error is
+// inside the storage's looser bound; the whole error is reported first.
+TEST_F(VerdictTest, TheComputePartFailsACellItsWholeErrorPasses) {
+  ComparisonMetrics compute;
+  compute.video.min_psnr = 22;
+  ToleranceProfile compute_bound;
+  compute_bound.bounds = {{"min_psnr", true, 26}};
+  VerdictInputs in = Finished();
+  in.compute_metrics = &compute;
+  in.compute_tolerance = &compute_bound;
+  in.compute_reference = "its fp8e4m3 weights computed in FP32";
+  Verdict v = DecideVerdict(in);
+  EXPECT_EQ(v.status, CellStatus::kFail);
+  EXPECT_EQ(v.reason, "compute part: min_psnr 22 < 26 against its fp8e4m3 weights computed in FP32");
+  compute.video.min_psnr = 30;
+  EXPECT_EQ(DecideVerdict(in).status, CellStatus::kPass);
+  metrics_.video.min_psnr = 20;
+  EXPECT_EQ(DecideVerdict(in).reason, "min_psnr 20 < 30");
+}
+
 TEST_F(VerdictTest, HealthComesBeforeToleranceAndNonfiniteBeforeBroken) {
   health_.defect = FrameDefect::kBlack;
   health_.defect_frames = 4;

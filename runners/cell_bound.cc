@@ -67,18 +67,50 @@ StatusOr<std::map<std::string, std::string>> ModelFileSha256(const std::string& 
   return shas;
 }
 
+StatusOr<std::optional<ComputePartBound>> ComputePartBoundOf(const DtypePolicy& policy) {
+  const bool fp8 = policy.storage == WeightStorage::kFp8E4M3 || policy.storage == WeightStorage::kFp8E5M2;
+  const bool reduced = policy.compute == c10::kBFloat16 || policy.compute == c10::kHalf;
+  if (!fp8 || !reduced || policy.emulate_fp16) return std::optional<ComputePartBound>();
+  ComputePartBound part;
+  part.reference = policy;
+  part.reference.name = policy.name + ".fp32-compute";
+  part.reference.compute = c10::kFloat;
+  part.reference.allow_tf32 = false;
+  part.reference.fp16_reduced_precision_reduction = false;
+  part.reference.bf16_reduced_precision_reduction = false;
+  part.reference.fallback.clear();
+  DtypePolicy compute_only;  // storage in the compute dtype, the same flags
+  compute_only.name.clear();
+  compute_only.storage = policy.compute == c10::kHalf ? WeightStorage::kFloat16 : WeightStorage::kBFloat16;
+  compute_only.compute = policy.compute;
+  compute_only.allow_tf32 = policy.allow_tf32;
+  compute_only.fp16_reduced_precision_reduction = policy.fp16_reduced_precision_reduction;
+  compute_only.bf16_reduced_precision_reduction = policy.bf16_reduced_precision_reduction;
+  const std::string name = compute_only.ToleranceProfileName();
+  if (name.empty()) return std::optional<ComputePartBound>();  // no preset computes so
+  StatusOr<ToleranceProfile> profile = FindToleranceProfile(name);
+  if (!profile.ok()) return profile.status();
+  part.profile = *profile;
+  part.reference_text = std::string("its ") + WeightStorageName(policy.storage) + " weights computed in FP32";
+  part.judged_by = "profile " + name + " against " + part.reference_text;
+  return std::optional<ComputePartBound>(std::move(part));
+}
+
 StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::string& golden_dir,
                                       const std::string& golden_path, bool use_calibration) {
   const std::string& policy = cell.cell.policy;
   const std::string profile_name = cell.tolerance.name;
   if (!cell.cell.tolerance.empty() || !cell.spec.policy.tolerance.empty())
-    return JudgingBound{cell.tolerance, "profile " + profile_name + " (explicit)"};
+    return JudgingBound{cell.tolerance, "profile " + profile_name + " (explicit)", std::nullopt};
   if (!cell.cell.model_dir.empty()) {
     StatusOr<ToleranceProfile> own = ModelTomlProfile(cell.cell.model_dir + "/model.toml", policy);
-    if (own.ok()) return JudgingBound{*own, own->name};
+    if (own.ok()) return JudgingBound{*own, own->name, std::nullopt};
     if (own.status().code() != Status::Code::kNotFound) return own.status();
   }
-  JudgingBound fallback{cell.tolerance, "profile " + profile_name};
+  JudgingBound fallback{cell.tolerance, "profile " + profile_name, std::nullopt};
+  StatusOr<std::optional<ComputePartBound>> compute_part = ComputePartBoundOf(cell.spec.policy);
+  if (!compute_part.ok()) return compute_part.status();
+  fallback.compute_part = std::move(*compute_part);
   if (!use_calibration) return fallback;
   const std::string path = CalibrationPathFor(cell.golden, golden_dir);
   StatusOr<Calibration> calibration = ReadCalibrationFile(path);
@@ -98,7 +130,7 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
   const std::string model = denoiser != calibration->model_sha256.end()
                                 ? "model sha256 " + denoiser->second.substr(0, 16)
                                 : "model " + calibration->weights;
-  return JudgingBound{*calibrated, "calibration " + path + " (" + model + ")"};
+  return JudgingBound{*calibrated, "calibration " + path + " (" + model + ")", std::nullopt};
 }
 
 }  // namespace framegate

@@ -10,12 +10,17 @@
 //      provenance matches the model and the golden being judged
 //                                             -> "calibration FILE (model sha256 ...)"
 //   4. the policy's tolerance profile         -> "profile NAME"
+//      and, for FP8 storage under 16-bit compute, its compute part (ComputePartBound)
+//                                             -> "profile NAME; compute part: profile
+//                                                 bf16 against its fp8e4m3 weights
+//                                                 computed in FP32"
 //
 // A calibration that does not match (the model or the golden changed since) or that has
 // no measurement for the policy falls back to 4 and says why:
 //   "profile bf16 (calibration FILE is stale: the model's modules changed)".
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "checks/calibration.h"
@@ -26,10 +31,29 @@
 
 namespace framegate {
 
+// The compute part of a policy whose weights are stored in FP8 and computed in a 16-bit
+// dtype (fp8e4m3-bf16): its frames against the same stored weights computed in FP32,
+// judged by the compute dtype's profile (bf16's). A compute defect (a value the compute
+// dtype cannot hold well) costs a model as much as under that dtype alone, but FP8
+// storage makes a larger error of its own, so the storage's profile alone passes it.
+struct ComputePartBound {
+  DtypePolicy reference;       // the cell's storage and FP32 islands, FP32 compute
+  ToleranceProfile profile;    // the compute dtype's
+  std::string reference_text;  // "its fp8e4m3 weights computed in FP32"
+  std::string judged_by;       // "profile bf16 against " + reference_text
+};
+
 struct JudgingBound {
   ToleranceProfile profile;
   std::string judged_by;
+  // Set when the policy's own profile judges the cell (4 above) and the policy has a
+  // compute part; a model's own bound (1-3) judges the whole error alone.
+  std::optional<ComputePartBound> compute_part;
 };
+
+// The compute part of `policy`, nullopt when it has none (storage not FP8, or FP32 or
+// emulated compute). InvalidInput when the compute dtype's profile is missing.
+StatusOr<std::optional<ComputePartBound>> ComputePartBoundOf(const DtypePolicy& policy);
 
 // The calibration file of `key`'s config in `golden_dir`: keyed like the golden but by
 // neither the seed nor the model's weights, so that a changed model finds its old

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -274,6 +275,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   result.timings.load_seconds = load_seconds + outcome->load_seconds;
 
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
+  std::optional<ComparisonMetrics> compute_metrics;
+  std::string compute_note;  // the compute part's figure, or why it was not judged
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
@@ -318,6 +321,26 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       }
     }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
+    if (bound->compute_part && golden->golden) {
+      // The same stored weights computed in FP32: what the compute dtype alone changes.
+      PipelineSpec reference = spec;
+      reference.policy = bound->compute_part->reference;
+      StatusOr<PipelineOutcome> part = RunPipeline(reference, nullptr, nullptr, models);
+      if (!part.ok()) return part.status();
+      if (part->kind == RunEnd::kFinished) {
+        compute_metrics = Compare(Golden{part->result.frames, part->result.latents, {}, {}}, r);
+        in.compute_metrics = &*compute_metrics;
+        in.compute_tolerance = &bound->compute_part->profile;
+        in.compute_reference = bound->compute_part->reference_text;
+        result.judged_by += "; compute part: " + bound->compute_part->judged_by;
+        char psnr[32];
+        std::snprintf(psnr, sizeof psnr, "%.2f dB", compute_metrics->video.min_psnr);
+        compute_note =
+            "compute part: min_psnr " + std::string(psnr) + " against " + bound->compute_part->reference_text;
+      } else {
+        compute_note = "compute part not judged: " + bound->compute_part->reference_text + " did not finish";
+      }
+    }
     if (!options.artifacts_dir.empty()) {
       FG_RETURN_IF_ERROR(SaveArtifacts(options.artifacts_dir, r));
       result.artifacts_dir = options.artifacts_dir;
@@ -344,7 +367,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     result.error_op = outcome->error.graph_op;
   }
   result.observed = outcome->observed;
-  if (!fp64_missing.empty()) result.observed += (result.observed.empty() ? "" : "; ") + fp64_missing;
+  for (const std::string* note : {&compute_note, &fp64_missing}) {
+    if (!note->empty()) result.observed += (result.observed.empty() ? "" : "; ") + *note;
+  }
   result.timings.peak_rss_bytes = PeakRssBytes();
   return result;
 }

@@ -63,6 +63,20 @@ TEST_F(CellRunnerTest, CleanPoliciesPassAndFp32IsExact) {
   EXPECT_EQ(bf16.probes[0].dtype, "bfloat16");
 }
 
+// An FP8-storage policy judged by its profile is judged twice: its whole error by the
+// FP8 profile, its compute part (against the same FP8 weights computed in FP32) by bf16's.
+TEST_F(CellRunnerTest, AnFp8CellIsJudgedByItsProfileAndItsComputePartByBf16s) {
+  const CellResult fp8 = Check(TinyCell("fp8e4m3-bf16"));
+  EXPECT_EQ(fp8.status, CellStatus::kPass) << fp8.reason;
+  EXPECT_EQ(fp8.judged_by,
+            "profile fp8e4m3-bf16; compute part: profile bf16 against its fp8e4m3 weights computed in FP32");
+  EXPECT_NE(fp8.observed.find("compute part: min_psnr "), std::string::npos) << fp8.observed;
+  Cell explicit_profile = TinyCell("fp8e4m3-bf16");
+  explicit_profile.tolerance = "fp8e4m3-bf16";
+  EXPECT_EQ(Check(explicit_profile).judged_by, "profile fp8e4m3-bf16 (explicit)");
+  EXPECT_EQ(Check(TinyCell("bf16")).judged_by, "profile bf16");
+}
+
 TEST_F(CellRunnerTest, Fp64ReferenceRatioIsOneForTheGoldenAndAboveOneForBf16) {
   CellRunOptions options;
   options.golden_dir = *dir_;
