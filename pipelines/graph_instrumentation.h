@@ -129,6 +129,14 @@ class GraphObserver {
     (void)path, (void)site, (void)output_index;
     return value;
   }
+  // The dtype a real run holds `value` in: its own, except under an emulation that holds
+  // float32 values for a narrower dtype (FP16 emulation: the would-be dtype).
+  virtual c10::ScalarType HeldDtype(const at::Tensor& value) const { return value.scalar_type(); }
+  // `replacement` stands in for `value` (a shadow's recorded FP32 input): an emulation
+  // holds it as it holds `value`.
+  virtual void HoldLike(const at::Tensor& replacement, const at::Tensor& value) {
+    (void)replacement, (void)value;
+  }
 };
 
 // What an instrumentation covers, for reports that must say what they could not see.

@@ -80,12 +80,15 @@ std::string ModuleShadow::Key(const std::string& path, const std::string& op, ch
   return key + "#" + std::to_string(occurrences_[key]++);
 }
 
-at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor& value) const {
-  const bool on_half_grid = policy_.emulate_fp16 && value.scalar_type() == at::kFloat &&
-                            at::equal(value, value.to(at::kHalf).to(at::kFloat));
-  const c10::ScalarType dtype = on_half_grid ? at::kHalf : value.scalar_type();
+at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor& value,
+                                    GraphObserver& inner) {
+  // An FP16 emulation holds `value` in float32 for FP16 (or keeps it float32).
+  const bool held_in_half = value.scalar_type() == at::kFloat && inner.HeldDtype(value) == at::kHalf;
+  const c10::ScalarType dtype = held_in_half ? at::kHalf : value.scalar_type();
   at::Tensor out = recorded.to(value.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
-  return on_half_grid ? out.to(at::kFloat) : out;
+  if (held_in_half) out = out.to(at::kFloat);
+  inner.HoldLike(out, value);
+  return out;
 }
 
 at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, int input_index,
@@ -113,7 +116,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) {
     return inner.Before(path, site, input_index, value);
   }
-  return inner.Before(path, site, input_index, Substitute(recorded->second, value));
+  return inner.Before(path, site, input_index, Substitute(recorded->second, value, inner));
 }
 
 at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, int output_index,

@@ -5,8 +5,8 @@
 //      or output index, occurrence in that step);
 //   2. kCompare, under the policy: at the probed steps, each op's activation inputs are
 //      replaced by the recorded FP32 ones (in the dtype the policy run holds them: cast
-//      to it, or rounded through float16 where FP16 emulation holds the value on the
-//      float16 grid), and its output is compared with the recorded FP32 output. That is
+//      to it, or rounded through float16 where FP16 emulation would hold the value in
+//      FP16: GraphObserver::HeldDtype), and its output is compared with the recorded FP32 output. That is
 //      the op's isolated error: what the op makes from exact inputs, not what it carries.
 // Weights are not replaced (the weight operand of a weighted op, and a leaf that requires
 // grad: a parameter), so a weight storage error belongs to the op that uses it. Other
@@ -108,7 +108,8 @@ class ModuleShadow : public GraphObserver {
     bool weighted = false;
   };
   std::string Key(const std::string& path, const std::string& op, char direction, int index);
-  at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value) const;
+  // The recorded FP32 `recorded` in place of `value`, held as `inner` holds `value`.
+  static at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value, GraphObserver& inner);
   void Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
                const at::Tensor& value);
 

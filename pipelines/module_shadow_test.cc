@@ -86,6 +86,38 @@ TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
   }
 }
 
+// A float32-only value (a timestep sinusoid's phase, from t.float()) stays float32 under
+// FP16 emulation: its FP32 stand-in is held in float32 too, so the sinusoid makes no error
+// of its own (it used to be taken as FP16 and named the producer).
+TEST(ModuleShadowTest, AFloat32OnlyValuesStandInStaysFloat32UnderFp16Emulation) {
+  jit::Module root("TimeEmbed");
+  root.define(R"JIT(
+def forward(self, t):
+    # dtype=6: float32
+    args = t.float()[:, None] * torch.arange(8, dtype=6)[None, :] * 100.37
+    return torch.sin(args) * 1.0
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor t = torch::full({2}, 999.0);
+  PackageObserver fp32(Fp32Policy(), true), fp16(Fp16Emulated(), true);
+  const auto forward = [&](PackageObserver& observer) {
+    observer.BeginForward();
+    const at::Tensor in = observer.EnterRoot("m", t, /*float32_input=*/true);
+    return Forward(root, *instrumentation, observer, in);
+  };
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    forward(fp32);
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, Fp16Emulated(), &recorded);
+  {
+    ModuleShadow::ActiveScope active(compared);
+    forward(fp16);
+  }
+  for (const IsolatedError& e : compared.Errors()) EXPECT_LT(e.Excess(), 1) << e.module << " " << e.op;
+}
+
 TEST(ModuleShadowTest, ANonfiniteOutputFromFiniteInputsIsAnInfiniteExcess) {
   jit::Module root("Overflow");
   root.register_module("big", Leaf("Big", "x * 100000.0"));

@@ -60,6 +60,10 @@ class OpIslandObserver : public GraphObserver {
                     const at::Tensor& value) override;
   at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
                    const at::Tensor& value) override;
+  c10::ScalarType HeldDtype(const at::Tensor& value) const override { return inner_.HeldDtype(value); }
+  void HoldLike(const at::Tensor& replacement, const at::Tensor& value) override {
+    inner_.HoldLike(replacement, value);
+  }
 
  private:
   bool IsIslandOp(const std::string& path, const GraphSite& site) const;

@@ -68,6 +68,12 @@ c10::ScalarType PackageObserver::RunDtypeOf(const at::Tensor& value) const {
   return dtype == c10::ScalarType::Undefined ? would_be_.reduced() : dtype;
 }
 
+void PackageObserver::HoldLike(const at::Tensor& replacement, const at::Tensor& value) {
+  if (!policy_.emulate_fp16 || !IsFloat32(replacement)) return;
+  const c10::ScalarType dtype = would_be_.Of(value);
+  if (dtype != c10::ScalarType::Undefined) would_be_.Set(replacement, dtype);
+}
+
 at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype, bool conversion) {
   if (!IsFloat32(out)) return out;
   at::Tensor value = out;

@@ -56,6 +56,9 @@ class PackageObserver : public GraphObserver {
                     const at::Tensor& value) override;
   at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
                    const at::Tensor& value) override;
+  // Under FP16 emulation: the would-be dtype (RunDtypeOf); else the value's own.
+  c10::ScalarType HeldDtype(const at::Tensor& value) const override { return RunDtypeOf(value); }
+  void HoldLike(const at::Tensor& replacement, const at::Tensor& value) override;
 
   // The casts at the boundary of a whole module ("denoiser", "decoder") when it is an
   // island itself: to float32 on the way in, back to the compute dtype on the way out.
