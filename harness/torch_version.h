@@ -19,6 +19,14 @@ namespace framegate {
 // implemented for 'Half'").
 constexpr bool kCpuHasFp16Compute = FRAMEGATE_TORCH_AT_LEAST(2, 2);
 
+// at::scaled_dot_product_attention is public (2.0 on; 1.13 has only the private
+// at::_scaled_dot_product_attention).
+constexpr bool kHasSdpa = FRAMEGATE_TORCH_AT_LEAST(2, 0);
+
+// SDPA has a CPU flash-attention kernel beside the math path, chosen by the same
+// process-wide switches as on CUDA (2.2 on; measured on 2.6).
+constexpr bool kCpuHasFlashAttention = FRAMEGATE_TORCH_AT_LEAST(2, 2);
+
 // at::kFloat8_e4m3fn and at::kFloat8_e5m2 exist (2.1 on).
 constexpr bool kHasNativeFloat8 = FRAMEGATE_TORCH_AT_LEAST(2, 1);
 

@@ -140,20 +140,42 @@ TEST(PolicyRunTest, Fp8StoredWeightsTakeAQuarterOfFp32Bytes) {
   EXPECT_EQ(fp8.weight_bytes * 4, fp32.weight_bytes);
 }
 
-TEST(PolicyRunTest, TheCpuHasOnlyTheMathAttentionPathAndSaysSo) {
+// LibTorch 1.13: the CPU has the math path only. 2.2 on: SDPA's math and flash kernels,
+// two real values of the axis whose frames differ (and both stay near FP32's own path).
+TEST(PolicyRunTest, TheCpuAttentionBackendsAreThoseThisLibTorchHas) {
   PipelineSpec spec;
   spec.policy = Fp32Policy();
-  spec.sampler = SamplerConfig{SamplerKind::kDdim, 1, 4.0};
+  spec.sampler = SamplerConfig{SamplerKind::kDdim, 2, 4.0};
+  StatusOr<PipelineOutcome> plain = RunPipeline(spec);
+  ASSERT_TRUE(plain.ok());
   spec.policy.attention_backend = "flash";
   StatusOr<PipelineOutcome> flash = RunPipeline(spec);
   ASSERT_TRUE(flash.ok());
-  EXPECT_EQ(flash->kind, RunEnd::kUnsupported);
-  EXPECT_EQ(flash->unsupported, "attention backend 'flash': the CPU build has only the math attention path");
   spec.policy.attention_backend = "math";
   StatusOr<PipelineOutcome> math = RunPipeline(spec);
   ASSERT_TRUE(math.ok());
-  EXPECT_EQ(math->kind, RunEnd::kFinished);
-  EXPECT_EQ(math->observed, "attention: math (the CPU build's only path)");
+  ASSERT_EQ(math->kind, RunEnd::kFinished);
+  spec.policy.attention_backend = "cudnn";
+  StatusOr<PipelineOutcome> cudnn = RunPipeline(spec);
+  ASSERT_TRUE(cudnn.ok());
+  EXPECT_EQ(cudnn->kind, RunEnd::kUnsupported);
+  if (!kCpuHasFlashAttention) {
+    EXPECT_EQ(flash->kind, RunEnd::kUnsupported);
+    EXPECT_EQ(flash->unsupported,
+              "attention backend 'flash': the CPU build has only the math attention path");
+    EXPECT_EQ(math->observed, "attention: math (the CPU build's only path)");
+    return;
+  }
+  ASSERT_EQ(flash->kind, RunEnd::kFinished);
+  EXPECT_EQ(flash->observed, "attention: flash (SDPA on the CPU)");
+  EXPECT_EQ(math->observed, "attention: math (SDPA on the CPU)");
+  EXPECT_EQ(cudnn->unsupported,
+            "attention backend 'cudnn': the CPU has only the math and flash attention paths");
+  const at::Tensor& a = math->result.frames;
+  const at::Tensor& b = flash->result.frames;
+  EXPECT_FALSE(at::equal(a, b));  // two kernels, two results
+  EXPECT_LT((a - b).abs().max().item<double>(), 1e-3);
+  EXPECT_LT((a - plain->result.frames).abs().max().item<double>(), 1e-3);
 }
 
 TEST(PolicyRunTest, EmulatedAccumulationIsRecordedWithTheCell) {

@@ -185,6 +185,9 @@ at::Tensor DecodeFp8Tensor(const at::Tensor& codes, Fp8Format format, at::Scalar
               codes.scalar_type());
   TORCH_CHECK(at::isFloatingType(out_dtype), "DecodeFp8Tensor: out_dtype must be floating ", "point, got ",
               out_dtype);
+#if FRAMEGATE_TORCH_AT_LEAST(2, 1)  // kHasNativeFloat8: LibTorch's own conversion
+  if (codes.dim() > 0) return codes.to(device).view(*NativeFp8Dtype(format)).to(out_dtype);
+#endif
   const at::Tensor table = Fp8DecodeTableTensor(format, out_dtype, device);  // (256,)
   const at::Tensor index = codes.to(device).to(at::kLong).reshape({-1});     // (N,)
   return table.index_select(0, index).reshape(codes.sizes());

@@ -1,6 +1,6 @@
 // FP8 weight codec (OCP 8-bit floating point, "OFP8", v1.0). LibTorch 1.13 has no float8
 // dtype, so framegate stores FP8 weights itself as uint8 codes and decodes them through a
-// 256-entry table when a layer uses them.
+// 256-entry table when a layer uses them (from 2.1 on through LibTorch's float8 dtypes).
 //
 //   format | bias | max finite | min normal | min subnormal | specials
 //   e4m3   |   7  |    448     |   2^-6     |    2^-9       | NaN = S.1111.111, no inf
@@ -62,8 +62,10 @@ void DecodeFp8Array(const uint8_t* codes, size_t count, Fp8Format format, float*
 // twice). Returns uint8 codes, same shape, contiguous, on the CPU.
 at::Tensor EncodeFp8Tensor(const at::Tensor& values, Fp8Format format, bool saturate = true);
 // codes: uint8, any shape, any device. Returns the decoded values as `out_dtype` (a
-// floating dtype) on `device`, same shape, contiguous: a gather from the decode table
-// done on `device` (only the 1-byte codes travel).
+// floating dtype) on `device`, same shape, contiguous: LibTorch's own float8 conversion
+// where it has the dtype (2.1 on; cross-checked bit for bit against the table over all 256
+// codes), else a gather from the decode table done on `device`; only the 1-byte codes
+// travel.
 at::Tensor DecodeFp8Tensor(const at::Tensor& codes, Fp8Format format, at::ScalarType out_dtype,
                            at::Device device);
 // The decode table as a [256] tensor of `dtype` on `device`, for callers that cache it.

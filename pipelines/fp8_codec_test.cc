@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -393,6 +394,40 @@ TEST_P(Fp8CodecTest, TensorDecodeMatchesTable) {
   const at::Tensor scalar = EncodeFp8Tensor(at::scalar_tensor(1.0, at::kFloat), f);
   EXPECT_EQ(scalar.dim(), 0);
   EXPECT_EQ(DecodeFp8Tensor(scalar, f, at::kFloat, at::kCPU).item<float>(), 1.0f);
+}
+
+// LibTorch 2.1 on: its float8 dtypes agree with the codec bit for bit, decoding every
+// one of the 256 codes, and encoding every value between the formats' extremes (each
+// representable value, each midpoint between neighbours: the ties, and just off them).
+TEST_P(Fp8CodecTest, AgreesWithLibTorchsOwnFloat8BitForBit) {
+  const Fp8Format f = GetParam();
+  const std::optional<at::ScalarType> native = NativeFp8Dtype(f);
+  if (!native) GTEST_SKIP() << "this LibTorch has no float8 dtype";
+  const std::array<float, 256>& table = Fp8DecodeTable(f);
+  const at::Tensor codes = at::arange(256, at::kInt).to(at::kByte);
+  const at::Tensor decoded = codes.view(*native).to(at::kFloat).contiguous();
+  std::vector<float> finite;
+  for (int c = 0; c < 256; ++c) {
+    const float theirs = decoded.data_ptr<float>()[c];
+    if (std::isnan(table[c])) {
+      EXPECT_TRUE(std::isnan(theirs)) << "code " << c;
+    } else {
+      EXPECT_EQ(Bits(theirs), Bits(table[c])) << "code " << c;
+      if (std::isfinite(table[c])) finite.push_back(table[c]);
+    }
+  }
+  std::sort(finite.begin(), finite.end());
+  std::vector<float> values = finite;
+  for (size_t i = 0; i + 1 < finite.size(); ++i) {
+    const float mid = (finite[i] + finite[i + 1]) / 2;  // exact: FP8 values have few bits
+    values.insert(values.end(), {mid, std::nextafter(mid, -INFINITY), std::nextafter(mid, INFINITY)});
+  }
+  const at::Tensor v = at::tensor(values);
+  const at::Tensor ours = EncodeFp8Tensor(v, f, /*saturate=*/false);
+  const at::Tensor theirs = v.to(*native).view(at::kByte);
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    EXPECT_EQ(int{ours.data_ptr<uint8_t>()[i]}, int{theirs.data_ptr<uint8_t>()[i]}) << "value " << values[i];
+  }
 }
 
 TEST(Fp8Tensor, Float64IsRoundedOnceNotTwice) {

@@ -6,6 +6,7 @@
 #include <ATen/Functions.h>
 #include <c10/util/Exception.h>
 
+#include "harness/torch_version.h"
 #include "pipelines/dtype_propagation.h"
 #include "pipelines/fp8_codec.h"
 
@@ -130,6 +131,20 @@ at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const a
   const at::Tensor q = split_heads(Linear(ctx, name + ".q", ModuleKind::kOther, x), s);
   const at::Tensor k = split_heads(Linear(ctx, name + ".k", ModuleKind::kOther, context), l);
   const at::Tensor v = split_heads(Linear(ctx, name + ".v", ModuleKind::kOther, context), l);
+#if FRAMEGATE_TORCH_AT_LEAST(2, 0)
+  if (!ctx.policy().attention_backend.empty()) {
+    // The policy names an attention backend: one SDPA call, whose kernel the backend
+    // switches in force pick (pipeline_run.cc). Its scores and probabilities are inside
+    // the kernel: a softmax island computes the whole product in FP32.
+    const at::Tensor q_in = ctx.Enter(name + ".softmax", ModuleKind::kSoftmax, q);
+    const at::Tensor k_in = ctx.Enter(name + ".softmax", ModuleKind::kSoftmax, k);
+    const at::Tensor v_in = ctx.Enter(name + ".softmax", ModuleKind::kSoftmax, v);
+    at::Tensor attended = ctx.Output(name + ".softmax", ModuleKind::kSoftmax,
+                                     at::scaled_dot_product_attention(q_in, k_in, v_in));
+    return Linear(ctx, name + ".out", ModuleKind::kOther,
+                  attended.permute({0, 2, 1, 3}).reshape({n, s, hidden}));
+  }
+#endif
   // logits [N, heads, S, L]; with a softmax island the scores are computed in FP32 too
   // (FP32 accumulation in attention, the remedy of field report F2).
   const at::Tensor q_in = ctx.Enter(name + ".logits", ModuleKind::kSoftmax, q);

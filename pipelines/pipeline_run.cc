@@ -5,6 +5,7 @@
 
 #include <ATen/Context.h>
 
+#include "harness/torch_version.h"
 #include "pipelines/model_package.h"
 #if FRAMEGATE_WITH_CUDA
 #include "pipelines/cuda/attention_backend.h"
@@ -67,8 +68,9 @@ namespace {
 
 // The device's numeric switches for the policy. On CUDA the real ones (cuBLAS/cuDNN TF32
 // and reduced-precision reduction, the SDPA backend), recorded as in force; on the CPU
-// the accumulation is emulated by the model (AccumulationOf) and only the math attention
-// path exists. Returns what to record, or the reason the device cannot run the policy.
+// the accumulation is emulated by the model (AccumulationOf) and the attention paths are
+// SDPA's math and flash kernels from LibTorch 2.2 on, the math path alone before. Returns what to record, or
+// the reason the device cannot run the policy.
 struct DeviceNumerics {
   std::string recorded;
   std::string unsupported;
@@ -77,11 +79,25 @@ DeviceNumerics ApplyDeviceNumerics(const DtypePolicy& policy, c10::Device device
   DeviceNumerics n;
   const std::string& backend = policy.attention_backend;
   if (device.is_cpu()) {
+#if FRAMEGATE_TORCH_AT_LEAST(2, 2)
+    // SDPA's CPU kernels: math and flash, picked by the process-wide switches. Every cell
+    // sets them (a cell without a backend allows both, LibTorch's default), so that one
+    // cell's choice never reaches the next cell of the same process.
+    if (!backend.empty() && backend != "math" && backend != "flash") {
+      n.unsupported =
+          "attention backend '" + backend + "': the CPU has only the math and flash attention paths";
+      return n;
+    }
+    at::globalContext().setSDPUseFlash(backend.empty() || backend == "flash");
+    at::globalContext().setSDPUseMath(backend.empty() || backend == "math");
+    if (!backend.empty()) n.recorded = "attention: " + backend + " (SDPA on the CPU)";
+#else
     if (!backend.empty() && backend != "math") {
       n.unsupported = "attention backend '" + backend + "': the CPU build has only the math attention path";
     } else if (backend == "math") {
       n.recorded = "attention: math (the CPU build's only path)";
     }
+#endif
     return n;
   }
 #if FRAMEGATE_WITH_CUDA
