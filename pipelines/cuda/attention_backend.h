@@ -5,9 +5,9 @@
 // linking, by ci/cuda_compile_check.sh. This header includes no CUDA header.
 //
 // Scope: the SDPA switches reach only models that call scaled_dot_product_attention
-// (a TorchScript package calling F.scaled_dot_product_attention). The reference model
-// computes attention as matmul + softmax (pipelines/layers.cc) and ignores them; the
-// precision flags reach every CUDA matmul and convolution.
+// (a TorchScript package calling F.scaled_dot_product_attention, and the reference model
+// under a policy that names an attention backend: pipelines/layers.cc); the precision
+// flags reach every CUDA matmul and convolution.
 //
 // What each LibTorch has (a backend or flag without a switch reads as described):
 //   1.13     SDPA switches for flash and math only (SDPA itself is the private
