@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -14,14 +15,16 @@ namespace {
 
 const std::vector<DeviceInfo> kCpuOnly = {DeviceInfo{"cpu", "Test CPU", "avx2", 0, ""}};
 
-// Writes `toml` to a file, loads it, and returns the error with the file's path shown
-// as "bad.toml". The file name holds the process id: CTest runs tests side by side.
+// Writes `toml` to a file, loads it, removes it, and returns the error with the file's
+// path shown as "bad.toml". The file name holds the process id: CTest runs tests side by
+// side.
 std::string ErrorOf(const std::string& toml) {
   static int counter = 0;
   const std::string path = ::testing::TempDir() + "/fg_bad_matrix_" + std::to_string(::getpid()) + "_" +
                            std::to_string(++counter) + ".toml";
   std::ofstream(path) << toml;
   StatusOr<MatrixSpec> spec = LoadMatrix(path, kCpuOnly);
+  std::remove(path.c_str());
   if (spec.ok()) return "(no error)";
   EXPECT_EQ(spec.status().code(), Status::Code::kInvalidInput);
   std::string message = spec.status().message();
