@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "harness/number_limits.h"
 
@@ -160,7 +161,7 @@ void SdcInjector::Observe(const ModuleOutput& output) {
   flip.op = output.op;
   flip.element = static_cast<int64_t>(draw % static_cast<uint64_t>(value.numel()));
   flip.bit = range.low + static_cast<int>((draw >> 32) % static_cast<uint64_t>(range.high - range.low + 1));
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor bits = ElementBits(value, flip.element);
   flip.before = bits.view(value.scalar_type()).item<double>();
   const int64_t mask = width == 32 ? static_cast<int64_t>(static_cast<int32_t>(uint32_t{1} << flip.bit))
