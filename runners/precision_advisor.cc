@@ -203,15 +203,33 @@ struct Step {
   std::string stop;  // why it stops, when it does
 };
 
+// Whether `after` left a finite FAIL where `before` had it: the worst PSNR moved by less
+// than 0.1 dB. An island that does so did not reach the error's cause.
+bool Unmoved(const CellResult* before, const CellResult& after) {
+  if (before == nullptr || !before->metrics || !after.metrics || before->status != CellStatus::kFail ||
+      after.status != CellStatus::kFail) {
+    return false;
+  }
+  const double a = before->metrics->video.min_psnr, b = after.metrics->video.min_psnr;
+  return std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) < 0.1;
+}
+
 // The islands after `failed`: for the same cause, widen the island that covers its
 // culprit (or add one for an uncovered culprit); for a new cause, add an island for it.
 // Without a culprit, the next probe candidate. Stops past the weight cap or the root.
 // A run that names no culprit (a FAIL of the reference model, which has no per-op hooks)
 // widens the island of the last culprit named (`last`), else takes the next candidate.
-Step Grow(const Islands& islands, const CellResult& failed, const DtypePolicy& base,
+// A run whose islands left the error where it was (`before`: the run before them) widens
+// the last culprit's island too, whatever it names now: the error came in with that
+// island's input (a norm fed an offset the boundary had rounded), so what it names next
+// only carries it.
+Step Grow(const Islands& islands, const CellResult& failed, const CellResult* before, const DtypePolicy& base,
           const std::vector<WeightSize>& weights, double cap, Islands* queue, Culprit* last) {
   Culprit c = CulpritOf(failed);
-  if (c.module.empty()) c = *last;
+  if (c.module.empty() ||
+      (Unmoved(before, failed) && !last->module.empty() && Covers(base, islands, *last))) {
+    c = *last;
+  }
   *last = c;
   Islands next = islands;
   if (c.module.empty()) {
@@ -301,7 +319,8 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
 
   Islands queue = ProbeCandidates(*observed);
   Culprit last;
-  Step step = Grow({}, *observed, base, *weights, options.max_weight_share, &queue, &last);
+  Step step = Grow({}, *observed, nullptr, base, *weights, options.max_weight_share, &queue, &last);
+  CellResult before = *observed;  // the run before step.next's islands
   bool passed = false;
   while (!step.next.empty() && search.BudgetLeft(advice)) {
     StatusOr<CellResult> r = search.Try(step.next, &advice);
@@ -318,7 +337,8 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
       step = {{}, std::string("the islands turn the failure into ") + StatusName(r->status)};
       break;
     }
-    step = Grow(step.next, *r, base, *weights, options.max_weight_share, &queue, &last);
+    step = Grow(step.next, *r, &before, base, *weights, options.max_weight_share, &queue, &last);
+    before = *r;
   }
   if (!passed) {
     if (step.next.empty() && search.BudgetLeft(advice)) {
