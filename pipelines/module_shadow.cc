@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pipelines/fp8_codec.h"
 #include "pipelines/op_islands.h"
 
 namespace framegate {
@@ -29,6 +30,14 @@ double UnitRoundoff(c10::ScalarType dtype) {
   }
 }
 
+// The largest weight `storage` holds: FP8's largest finite value (beyond it a weight
+// saturates); infinity for the others.
+double LargestStored(WeightStorage storage) {
+  if (storage == WeightStorage::kFp8E4M3) return Fp8MaxFinite(Fp8Format::kE4M3);
+  if (storage == WeightStorage::kFp8E5M2) return Fp8MaxFinite(Fp8Format::kE5M2);
+  return std::numeric_limits<double>::infinity();
+}
+
 // The relative error of a weight stored under `storage` (0 for float32).
 double StorageError(WeightStorage storage) {
   switch (storage) {
@@ -50,7 +59,7 @@ bool Probed(const at::Tensor& value) { return value.defined() && value.is_floati
 }  // namespace
 
 double IsolatedError::Excess() const {
-  if (!std::isfinite(error)) return std::numeric_limits<double>::infinity();
+  if (!std::isfinite(error) || saturated_weight > 0) return std::numeric_limits<double>::infinity();
   return predicted > 0 ? error / predicted : 0;
 }
 
@@ -98,7 +107,19 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     return inner.Before(path, site, input_index, value);
   }
   if (input_index == site.weight_input || (value.is_leaf() && value.requires_grad())) {  // a weight
-    if (mode_ == Mode::kCompare) errors_[SiteName(path, site.op)].weighted = true;
+    const std::string name = SiteName(path, site.op);
+    if (mode_ == Mode::kRecord && value.numel() > 0) {  // the FP32 weights: their largest
+      double& absmax = weight_absmax_[name];
+      absmax = std::max(absmax, value.detach().abs().max().item<double>());
+    } else if (mode_ == Mode::kCompare) {
+      ErrorSums& sums = errors_[name];
+      sums.weighted = true;
+      const auto recorded = reference_->weight_absmax_.find(name);
+      if (recorded != reference_->weight_absmax_.end() && recorded->second > LargestStored(policy_.storage) &&
+          !policy_.InFp32Module(path)) {
+        sums.saturated_weight = recorded->second;
+      }
+    }
     return inner.Before(path, site, input_index, value);
   }
   const std::string key = Key(path, site.op, 'i', input_index);
@@ -169,6 +190,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
               : sums.ref > 0     ? std::sqrt(sums.diff / sums.ref)
                                  : 0.0;
     e.predicted = PredictedError(policy_, e.module, e.op, sums.weighted);
+    e.saturated_weight = sums.saturated_weight;
     out.push_back(e);
   }
   std::stable_sort(out.begin(), out.end(),

@@ -20,7 +20,8 @@
 // what its compute dtype predicts (the unit roundoff: fp32 2^-24, bf16 2^-8, fp16 2^-11;
 // a weighted op under FP8 storage: e4m3 2^-3, e5m2 2^-2); the producer is the site with
 // the largest excess (error / predicted), a non-finite output from finite FP32 inputs
-// being an infinite excess.
+// being an infinite excess, and so is a weighted op whose FP32 weights exceed the largest
+// value its FP8 storage holds (they saturate: kRecord keeps each weight's largest |w|).
 //
 // A model installs the active shadow around its own observer (ShadowOrSelf) at each
 // forward; the shadow is active on its thread while a ModuleShadow::ActiveScope lives.
@@ -45,7 +46,12 @@ struct IsolatedError {
   double error = 0;      // relative L2 against the FP32 output; +inf: non-finite from finite
   double predicted = 0;  // what the site's compute dtype predicts
   int64_t calls = 0;
-  double Excess() const;  // error / predicted (+inf when the output was non-finite)
+  // The largest FP32 weight of the op when it is beyond what the policy's weight storage
+  // holds (FP8: 448 e4m3, 57344 e5m2): the weights saturate, an error no rounding
+  // predicts; 0 when none is.
+  double saturated_weight = 0;
+  // error / predicted; +inf when the output was non-finite or the weights saturate
+  double Excess() const;
 };
 
 // The relative error the policy's rounding predicts for op `op` at `path` (`weighted`:
@@ -106,6 +112,7 @@ class ModuleShadow : public GraphObserver {
     int64_t nonfinite = 0;     // values non-finite where ref is finite
     int64_t calls = 0;
     bool weighted = false;
+    double saturated_weight = 0;  // IsolatedError::saturated_weight
   };
   std::string Key(const std::string& path, const std::string& op, char direction, int index);
   // The recorded FP32 `recorded` in place of `value`, held as `inner` holds `value`.
@@ -123,9 +130,10 @@ class ModuleShadow : public GraphObserver {
   GraphObserver* inner_ = nullptr;
   GraphObserver pass_through_;
   int step_ = 0;
-  std::map<std::string, int> occurrences_;     // key without occurrence -> calls seen
-  std::map<std::string, at::Tensor> tensors_;  // key -> float32 copy (kRecord)
-  std::map<std::string, ErrorSums> errors_;    // "path\top" -> sums (kCompare)
+  std::map<std::string, int> occurrences_;       // key without occurrence -> calls seen
+  std::map<std::string, at::Tensor> tensors_;    // key -> float32 copy (kRecord)
+  std::map<std::string, ErrorSums> errors_;      // "path\top" -> sums (kCompare)
+  std::map<std::string, double> weight_absmax_;  // "path\top" -> largest |weight| (kRecord)
 };
 
 // The active shadow on this thread wrapping `inner` at sampler step `step` (-1: decode),

@@ -118,6 +118,41 @@ def forward(self, t):
   for (const IsolatedError& e : compared.Errors()) EXPECT_LT(e.Excess(), 1) << e.module << " " << e.op;
 }
 
+// Under FP8 storage, an op whose FP32 weights exceed the format's largest value (448 for
+// e4m3) is where the error is made, whatever its output's error: the weights saturate.
+TEST(ModuleShadowTest, WeightsBeyondFp8sRangeMakeTheirOpTheProducer) {
+  StatusOr<DtypePolicy> fp8 = FindPolicy("fp8e4m3-bf16");
+  ASSERT_TRUE(fp8.ok());
+  for (const float largest : {1000.0f, 400.0f}) {
+    jit::Module root("Scaled");
+    root.register_parameter("w", torch::full({4, 4}, largest / 8).index_put_({0, 0}, largest), false);
+    root.define("def forward(self, x):\n    return torch.linear(x, self.w) * 1.0\n");
+    const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+    const at::Tensor x = torch::ones({2, 4});
+    PackageObserver fp32_observer(Fp32Policy(), true), fp8_observer(*fp8, true);
+    ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+    {
+      ModuleShadow::ActiveScope active(recorded);
+      Forward(root, *instrumentation, fp32_observer, x);
+    }
+    ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, *fp8, &recorded);
+    {
+      ModuleShadow::ActiveScope active(compared);
+      Forward(root, *instrumentation, fp8_observer, x);
+    }
+    const std::vector<IsolatedError> errors = compared.Errors();
+    ASSERT_FALSE(errors.empty());
+    EXPECT_EQ(errors.front().op, "aten::linear");
+    if (largest > 448) {
+      EXPECT_EQ(errors.front().saturated_weight, largest);
+      EXPECT_TRUE(std::isinf(errors.front().Excess()));
+    } else {
+      EXPECT_EQ(errors.front().saturated_weight, 0);
+      EXPECT_FALSE(std::isinf(errors.front().Excess()));
+    }
+  }
+}
+
 TEST(ModuleShadowTest, ANonfiniteOutputFromFiniteInputsIsAnInfiniteExcess) {
   jit::Module root("Overflow");
   root.register_module("big", Leaf("Big", "x * 100000.0"));

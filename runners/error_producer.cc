@@ -1,7 +1,9 @@
 #include "runners/error_producer.h"
 
 #include <cmath>
+#include <cstdio>
 
+#include "pipelines/fp8_codec.h"
 #include "pipelines/module_shadow.h"
 
 namespace framegate {
@@ -48,7 +50,18 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
   producer.op = top.op;
   producer.isolated_error = top.error;
   producer.predicted_error = top.predicted;
-  if (recorded.truncated()) producer.note = "only part of the probed steps was recorded (memory cap)";
+  if (top.saturated_weight > 0) {  // only FP8 storage saturates
+    const Fp8Format format =
+        spec.policy.storage == WeightStorage::kFp8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+    char text[160];
+    std::snprintf(text, sizeof text, "its weights reach %.3g, beyond %s's largest (%g): they saturate",
+                  top.saturated_weight, WeightStorageName(spec.policy.storage), Fp8MaxFinite(format));
+    producer.note = text;
+  }
+  if (recorded.truncated()) {
+    producer.note += std::string(producer.note.empty() ? "" : "; ") +
+                     "only part of the probed steps was recorded (memory cap)";
+  }
   return producer;
 }
 

@@ -134,3 +134,12 @@ def test_a_float32_table_into_a_linear_is_a_dtype_error_under_fp16_emulation(zoo
     cell = check(zoo, goldens, "fp32-into-linear", "fp16-emulated")
     assert cell["status"] == "ERROR" and cell["error_class"] == "dtype_mismatch", cell.get("reason")
     assert inside(cell["error_module"], row["culprit"])
+
+
+def test_fp8_weights_beyond_the_formats_range_are_named_where_they_saturate(zoo, goldens):
+    row = TABLE["fp8-range-weights"]
+    cell = check(zoo, goldens, "fp8-range-weights", "fp8e4m3-bf16")
+    assert cell["status"] == "FAIL", cell.get("reason")
+    producer = cell["producer"]
+    assert producer["found"] and inside(producer["module"], row["culprit"]), producer
+    assert "beyond fp8e4m3's largest (448): they saturate" in producer["note"], producer
