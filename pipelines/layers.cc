@@ -131,7 +131,7 @@ at::Tensor Attention(const ForwardContext& ctx, const std::string& name, const a
   const at::Tensor q = split_heads(Linear(ctx, name + ".q", ModuleKind::kOther, x), s);
   const at::Tensor k = split_heads(Linear(ctx, name + ".k", ModuleKind::kOther, context), l);
   const at::Tensor v = split_heads(Linear(ctx, name + ".v", ModuleKind::kOther, context), l);
-#if FRAMEGATE_TORCH_AT_LEAST(2, 0)
+#if FRAMEGATE_TORCH_AT_LEAST(2, 0)  // kHasSdpa
   if (!ctx.policy().attention_backend.empty()) {
     // The policy names an attention backend: one SDPA call, whose kernel the backend
     // switches in force pick (pipeline_run.cc). Its scores and probabilities are inside

@@ -16,6 +16,7 @@
 #include "pipelines/module_shadow.h"
 #include "pipelines/op_islands.h"
 #include "pipelines/package_observer.h"
+#include "pipelines/weight_store.h"
 
 namespace framegate {
 namespace {
@@ -133,9 +134,7 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
 // rounds the weights through their 8-bit codes first (what a model stored in FP8 and
 // upcast at use computes with); FP16 emulation rounds them through float16.
 void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device device) {
-  std::optional<Fp8Format> fp8;
-  if (policy.storage == WeightStorage::kFp8E4M3) fp8 = Fp8Format::kE4M3;
-  if (policy.storage == WeightStorage::kFp8E5M2) fp8 = Fp8Format::kE5M2;
+  const std::optional<Fp8Format> fp8 = Fp8FormatOf(policy.storage);
   auto place = [&](const std::string& name, at::Tensor value, bool is_weight) {
     if (!value.is_floating_point()) {
       value.set_data(value.to(device));

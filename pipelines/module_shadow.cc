@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "pipelines/fp8_codec.h"
 #include "pipelines/op_islands.h"
+#include "pipelines/weight_store.h"
 
 namespace framegate {
 namespace {
@@ -33,9 +33,8 @@ double UnitRoundoff(c10::ScalarType dtype) {
 // The largest weight `storage` holds: FP8's largest finite value (beyond it a weight
 // saturates); infinity for the others.
 double LargestStored(WeightStorage storage) {
-  if (storage == WeightStorage::kFp8E4M3) return Fp8MaxFinite(Fp8Format::kE4M3);
-  if (storage == WeightStorage::kFp8E5M2) return Fp8MaxFinite(Fp8Format::kE5M2);
-  return std::numeric_limits<double>::infinity();
+  const std::optional<Fp8Format> fp8 = Fp8FormatOf(storage);
+  return fp8 ? Fp8MaxFinite(*fp8) : std::numeric_limits<double>::infinity();
 }
 
 // The relative error of a weight stored under `storage` (0 for float32).

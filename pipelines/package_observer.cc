@@ -127,12 +127,9 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   (void)output_index;
   if (site.kind == GraphSite::Kind::kCopyingView) {
     // A copy is a new storage: it holds its input's would-be dtype (a view has it already).
-    const c10::ScalarType dtype =
-        policy_.emulate_fp16 ? would_be_.OutputDtype(site) : c10::ScalarType::Undefined;
-    if (IsFloat32(value) && dtype != c10::ScalarType::Undefined &&
-        would_be_.Of(value) == c10::ScalarType::Undefined) {
-      would_be_.Set(value, dtype);
-    }
+    if (!policy_.emulate_fp16) return value;
+    const c10::ScalarType dtype = would_be_.OutputDtype(site);
+    if (IsFloat32(value) && would_be_.Of(value) == c10::ScalarType::Undefined) would_be_.Set(value, dtype);
     return value;
   }
   at::Tensor out = value;

@@ -79,7 +79,7 @@ DeviceNumerics ApplyDeviceNumerics(const DtypePolicy& policy, c10::Device device
   DeviceNumerics n;
   const std::string& backend = policy.attention_backend;
   if (device.is_cpu()) {
-#if FRAMEGATE_TORCH_AT_LEAST(2, 2)
+#if FRAMEGATE_TORCH_AT_LEAST(2, 2)  // kCpuHasFlashAttention
     // SDPA's CPU kernels: math and flash, picked by the process-wide switches. Every cell
     // sets them (a cell without a backend allows both, LibTorch's default), so that one
     // cell's choice never reaches the next cell of the same process.

@@ -82,11 +82,13 @@ void WeightStore::SetMaster(const std::string& name, const at::Tensor& value) {
   entry.stored = entry.master;
 }
 
-std::optional<Fp8Format> WeightEntry::fp8() const {
+std::optional<Fp8Format> Fp8FormatOf(WeightStorage storage) {
   if (storage == WeightStorage::kFp8E4M3) return Fp8Format::kE4M3;
   if (storage == WeightStorage::kFp8E5M2) return Fp8Format::kE5M2;
   return std::nullopt;
 }
+
+std::optional<Fp8Format> WeightEntry::fp8() const { return Fp8FormatOf(storage); }
 
 WeightEntry& WeightStore::Mutable(const std::string& name) { return entries_[index_.at(name)]; }
 

@@ -17,6 +17,9 @@
 
 namespace framegate {
 
+// The FP8 format of a weight storage; nullopt for the others.
+std::optional<Fp8Format> Fp8FormatOf(WeightStorage storage);
+
 struct WeightEntry {
   std::string name;   // "blocks.0.spatial_attn.q.weight"
   ModuleKind kind;    // the kind of module that owns it (islands keep it in FP32)

@@ -79,13 +79,13 @@ StatusOr<std::optional<ComputePartBound>> ComputePartBoundOf(const DtypePolicy& 
   part.reference.fp16_reduced_precision_reduction = false;
   part.reference.bf16_reduced_precision_reduction = false;
   part.reference.fallback.clear();
-  DtypePolicy compute_only;  // storage in the compute dtype, the same flags
+  // The same policy with FP32 weights: judged by its compute dtype's preset (FP32
+  // weights under bf16 compute count as bf16 storage, DtypePolicy::ToleranceProfileName).
+  DtypePolicy compute_only = policy;
   compute_only.name.clear();
-  compute_only.storage = policy.compute == c10::kHalf ? WeightStorage::kFloat16 : WeightStorage::kBFloat16;
-  compute_only.compute = policy.compute;
-  compute_only.allow_tf32 = policy.allow_tf32;
-  compute_only.fp16_reduced_precision_reduction = policy.fp16_reduced_precision_reduction;
-  compute_only.bf16_reduced_precision_reduction = policy.bf16_reduced_precision_reduction;
+  compute_only.based_on.clear();
+  compute_only.tolerance.clear();
+  compute_only.storage = WeightStorage::kFloat32;
   const std::string name = compute_only.ToleranceProfileName();
   if (name.empty()) return std::optional<ComputePartBound>();  // no preset computes so
   StatusOr<ToleranceProfile> profile = FindToleranceProfile(name);

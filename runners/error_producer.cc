@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "pipelines/fp8_codec.h"
 #include "pipelines/module_shadow.h"
+#include "pipelines/weight_store.h"
 
 namespace framegate {
 
@@ -51,11 +51,10 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
   producer.isolated_error = top.error;
   producer.predicted_error = top.predicted;
   if (top.saturated_weight > 0) {  // only FP8 storage saturates
-    const Fp8Format format =
-        spec.policy.storage == WeightStorage::kFp8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
     char text[160];
     std::snprintf(text, sizeof text, "its weights reach %.3g, beyond %s's largest (%g): they saturate",
-                  top.saturated_weight, WeightStorageName(spec.policy.storage), Fp8MaxFinite(format));
+                  top.saturated_weight, WeightStorageName(spec.policy.storage),
+                  Fp8MaxFinite(*Fp8FormatOf(spec.policy.storage)));
     producer.note = text;
   }
   if (recorded.truncated()) {
