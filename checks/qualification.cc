@@ -1,5 +1,7 @@
 #include "checks/qualification.h"
 
+#include "harness/printf.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,12 +17,6 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string Format(const char* fmt, double a, double b = 0, double c = 0) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, fmt, a, b, c);
-  return buf;
 }
 
 // Step i's error in `pass`; the decode's for i == number of steps.
@@ -115,7 +111,7 @@ void CheckRepeats(const DevicePasses& d, DeviceQualification& q) {
             : "";
     Add(q, "transient_mismatch", Severity::kDegraded, d, step, module,
         "pass " + std::to_string(r + 1) + " is not bitwise pass 1's" +
-            Format(": rel_l2 %.3g vs %.3g", ErrorAt(passes[r], i), ErrorAt(passes[0], i)));
+            Printf(": rel_l2 %.3g vs %.3g", ErrorAt(passes[r], i), ErrorAt(passes[0], i)));
     return;  // one reason per cell and kind
   }
 }
@@ -144,7 +140,7 @@ void CheckAgreement(const DevicePasses& d, const CellFleet& fleet, DeviceQualifi
     const bool persistent = repeatable && outside == static_cast<int>(passes.size());
     Add(q, persistent ? "persistent_mismatch" : "transient_mismatch",
         persistent ? Severity::kFaulty : Severity::kDegraded, d, step, module,
-        Format("rel_l2 %.3g against the golden, budget %.3g (2x the fleet median %.3g + 1e-6)", worst, budget,
+        Printf("rel_l2 %.3g against the golden, budget %.3g (2x the fleet median %.3g + 1e-6)", worst, budget,
                fleet.median_error[i]) +
             " in " + std::to_string(outside) + " of " + std::to_string(passes.size()) + " passes");
     return;
@@ -185,7 +181,7 @@ void CheckConformance(const DevicePasses& d, DeviceQualification& q) {
             std::to_string(n) + " passes");
   } else if (worst_margin < kNearBudgetDb) {
     Add(q, "near_budget", Severity::kDegraded, d, QualificationReason::kDecodeStep, "",
-        Format("decode min_psnr %.2f dB is within %.2f dB of its bound %.2f", psnr, kNearBudgetDb, bound));
+        Printf("decode min_psnr %.2f dB is within %.2f dB of its bound %.2f", psnr, kNearBudgetDb, bound));
   }
 }
 
@@ -203,7 +199,8 @@ void CheckSpeed(std::vector<DeviceQualification>& devices) {
     QualificationReason r;
     r.kind = "slow";
     r.severity = Severity::kDegraded;
-    r.detail = Format("%.3f s, %.2fx the fastest %s", q.seconds, q.seconds / it->second) + q.kind + " device";
+    r.detail =
+        Printf("%.3f s, %.2fx the fastest %s device", q.seconds, q.seconds / it->second, q.kind.c_str());
     q.reasons.push_back(std::move(r));
   }
 }

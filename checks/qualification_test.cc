@@ -118,6 +118,7 @@ TEST(QualifyDevicesTest, ASlowDeviceIsDegradedAgainstItsOwnKindOnly) {
   const std::vector<DeviceQualification> q = QualifyDevices(runs);
   ASSERT_EQ(q[2].verdict, DeviceVerdict::kDegraded);
   EXPECT_EQ(q[2].reasons[0].kind, "slow");
+  EXPECT_EQ(q[2].reasons[0].detail, "5.000 s, 5.00x the fastest gpu-x device");
   EXPECT_EQ(q[1].verdict, DeviceVerdict::kPass);
 }
 

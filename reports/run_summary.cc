@@ -1,5 +1,6 @@
 #include "reports/run_summary.h"
 
+#include "harness/printf.h"
 #include "harness/sample_stats.h"
 
 #include <algorithm>
@@ -19,12 +20,6 @@ constexpr CellStatus kAllStatuses[] = {
     CellStatus::kError, CellStatus::kUnsupported, CellStatus::kUnresolved, CellStatus::kTimeout,
     CellStatus::kCrash, CellStatus::kXfail,       CellStatus::kXpass,
 };
-
-std::string Printf(const char* format, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), format, value);
-  return buffer;
-}
 
 // The part of a row label after the device: the identity fields other than pipeline,
 // device and policy.

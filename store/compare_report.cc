@@ -3,18 +3,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "harness/printf.h"
 #include "store/run_compare.h"
 
 namespace framegate {
 namespace {
 
 nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-std::string Format(const char* format, double a, double b = 0, double c = 0, double d = 0) {
-  char text[160];
-  std::snprintf(text, sizeof(text), format, a, b, c, d);
-  return text;
-}
 
 std::string RunLine(const RunInfo& run) {
   return run.run_id + " (" + run.started_at + ", " + (run.git_sha.empty() ? "no git sha" : run.git_sha) + ")";
@@ -29,11 +24,11 @@ std::string ChangeDetail(const CellChange& c) {
     case ChangeKind::kAccuracyWorse:
     case ChangeKind::kAccuracyBetter:
       return c.metric + " " +
-             Format("%.6g -> %.6g (%+.3g, noise band %.3g)", c.value_a, c.value_b, c.value_b - c.value_a,
+             Printf("%.6g -> %.6g (%+.3g, noise band %.3g)", c.value_a, c.value_b, c.value_b - c.value_a,
                     c.band);
     case ChangeKind::kSlower:
     case ChangeKind::kFaster:
-      return Format("median %.4g s -> %.4g s (%+.1f%%, Mann-Whitney p=%.3g", c.value_a, c.value_b,
+      return Printf("median %.4g s -> %.4g s (%+.1f%%, Mann-Whitney p=%.3g", c.value_a, c.value_b,
                     100 * (c.value_b / c.value_a - 1), c.p_value) +
              ", " + std::to_string(c.repeats_a) + " vs " + std::to_string(c.repeats_b) + " repeats)";
     case ChangeKind::kOnlyInA:
