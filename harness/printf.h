@@ -1,6 +1,6 @@
 // printf into a std::string, checked by the compiler: -Wformat compares every call's
-// arguments with its format (an unchecked wrapper let "%s" read a double, which crashed
-// with glibc 2.41).
+// arguments with its format (an unchecked wrapper once let "%s" read a double, which
+// crashed the Debian 13 build).
 #pragma once
 
 #include <string>
