@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "harness/cell_result_json.h"
+#include "harness/printf.h"
 
 namespace framegate {
 namespace {
@@ -14,12 +15,8 @@ const char* const kFilterKeys[] = {"cell_id", "pipeline", "size",    "device", "
 
 nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
-std::string Formatted(double v, const char* format) {
-  if (std::isnan(v)) return "-";
-  char text[32];
-  std::snprintf(text, sizeof(text), format, v);
-  return text;
-}
+// `text` of a measured value `v`; "-" when it was not measured (NaN).
+std::string OrDash(double v, const std::string& text) { return std::isnan(v) ? "-" : text; }
 
 }  // namespace
 
@@ -94,13 +91,16 @@ std::string FormatHistory(const std::string& cell_id, const std::vector<HistoryP
     const std::optional<ComparisonMetrics>& m = p.result.metrics;
     const double nan = std::nan("");
     const double psnr = m ? m->video.min_psnr : nan;
+    const double ssim = m ? m->video.mean_ssim : nan;
+    const double rel_l2 = m ? m->video.rel_l2 : nan;
     std::snprintf(line, sizeof(line), "  %-20s %-26s %-12s %-22s %-13s %9s %9s %10s %10s %zu\n",
                   p.started_at.c_str(), p.run_id.c_str(), p.git_sha.substr(0, 12).c_str(),
                   (p.device_name.empty() ? p.result.cell.device : p.device_name).substr(0, 22).c_str(),
-                  StatusName(p.result.status), std::isinf(psnr) ? "inf" : Formatted(psnr, "%.3f").c_str(),
-                  Formatted(m ? m->video.mean_ssim : nan, "%.5f").c_str(),
-                  Formatted(m ? m->video.rel_l2 : nan, "%.3g").c_str(),
-                  Formatted(p.latency_median_s, "%.4f").c_str(), p.result.timings.generation_seconds.size());
+                  StatusName(p.result.status),
+                  std::isinf(psnr) ? "inf" : OrDash(psnr, Printf("%.3f", psnr)).c_str(),
+                  OrDash(ssim, Printf("%.5f", ssim)).c_str(), OrDash(rel_l2, Printf("%.3g", rel_l2)).c_str(),
+                  OrDash(p.latency_median_s, Printf("%.4f", p.latency_median_s)).c_str(),
+                  p.result.timings.generation_seconds.size());
     out << line;
   }
   return out.str();
