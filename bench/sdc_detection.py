@@ -7,7 +7,10 @@ injected device FAULTY / DEGRADED / PASS, the false FAULTY and DEGRADED verdicts
 devices, and the median qualification time.
 
   /usr/bin/python3 bench/sdc_detection.py --framegate build/bin/framegate \
-      [--clean 50] [--trials 20] [--repeats 2] [--out results.jsonl]
+      [--target cpu:avx512] [--clean 50] [--trials 20] [--repeats 2] [--out results.jsonl]
+
+--target is the device the flips go to (default cpu:avx512; on a CPU without AVX-512 the
+fleet is cpu:avx2 and cpu:default, so name one of them).
 
 Each qualification uses another seed (another golden, other inputs and, with an injection,
 other flip sites), so that no two are the same experiment. Goldens go to a scratch folder.
@@ -26,7 +29,6 @@ import time
 from typing import Dict, List
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1]
-TARGET = "cpu:avx512"
 CONFIGS = [  # (bits, rate, mode)
     ("exponent", "1", "persistent"),
     ("exponent", "1", "transient"),
@@ -65,6 +67,7 @@ def main() -> int:
     p.add_argument("--clean", type=int, default=50, help="clean qualifications")
     p.add_argument("--trials", type=int, default=20, help="qualifications per injection config")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--target", default="cpu:avx512", help="the device to inject flips on")
     p.add_argument("--out", help="one JSON line per qualification")
     o = p.parse_args()
     rows: List[Dict] = []
@@ -77,7 +80,7 @@ def main() -> int:
                 print(json.dumps(rows[-1]), file=out, flush=True)
         for bits, rate, mode in CONFIGS:
             for t in range(o.trials):
-                rows.append(qualify(o.framegate, work, 1000 + t, o.repeats, f"{TARGET}:{rate}:{mode}:{bits}"))
+                rows.append(qualify(o.framegate, work, 1000 + t, o.repeats, f"{o.target}:{rate}:{mode}:{bits}"))
                 if out:
                     print(json.dumps(rows[-1]), file=out, flush=True)
     clean = [r for r in rows if not r["inject"]]
@@ -90,12 +93,12 @@ def main() -> int:
           "| other devices not PASS | median s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for bits, rate, mode in CONFIGS:
-        got = [r for r in rows if r["inject"] == f"{TARGET}:{rate}:{mode}:{bits}"]
+        got = [r for r in rows if r["inject"] == f"{o.target}:{rate}:{mode}:{bits}"]
         if not got:
             continue
         n = len(got)
-        count = {v: sum(r["verdicts"][TARGET] == v for r in got) for v in ("FAULTY", "DEGRADED", "PASS")}
-        others = sum(v != "PASS" for r in got for d, v in r["verdicts"].items() if d != TARGET)
+        count = {v: sum(r["verdicts"][o.target] == v for r in got) for v in ("FAULTY", "DEGRADED", "PASS")}
+        others = sum(v != "PASS" for r in got for d, v in r["verdicts"].items() if d != o.target)
         print(f"| {bits} | {rate} | {mode} | {n} | {count['FAULTY'] / n:.0%} | {count['DEGRADED'] / n:.0%} "
               f"| {count['PASS'] / n:.0%} | {others} | {statistics.median(r['seconds'] for r in got):.1f} |")
     return 0
