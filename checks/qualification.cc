@@ -117,8 +117,17 @@ void CheckRepeats(const DevicePasses& d, DeviceQualification& q) {
 }
 
 // Agreement: steps where this device is outside its peers' budget.
+// With fewer than 3 devices there is no majority: the device gets a note (severity PASS)
+// saying what was not compared, so that its PASS does not claim more than was looked at.
 void CheckAgreement(const DevicePasses& d, const CellFleet& fleet, DeviceQualification& q) {
-  if (fleet.devices.size() < 3) return;  // no majority to compare with
+  if (fleet.devices.size() < 3) {
+    Add(q, "not_compared", Severity::kPass, d, QualificationReason::kNoStep, "",
+        "the cell ran on " + std::to_string(fleet.devices.size()) +
+            (fleet.devices.size() == 1 ? " device" : " devices") +
+            "; agreement needs 3 (a majority), so a flip that repeats inside a denoising step is found only "
+            "where it reaches the decode's bound");
+    return;
+  }
   const std::vector<StepReplay>& passes = d.result.replays;
   for (size_t i = 0; i < fleet.median_error.size(); ++i) {
     const double budget = kAgreementMultiplier * fleet.median_error[i] + kAgreementFloor;

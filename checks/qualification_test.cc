@@ -122,6 +122,20 @@ TEST(QualifyDevicesTest, ASlowDeviceIsDegradedAgainstItsOwnKindOnly) {
   EXPECT_EQ(q[1].verdict, DeviceVerdict::kPass);
 }
 
+TEST(QualifyDevicesTest, TwoDevicesPassButSayTheyWereNotComparedWithAMajority) {
+  std::vector<DevicePasses> runs = HealthyFleet();
+  runs.pop_back();
+  const std::vector<double> steps = {0, 4e-3, 0};  // a flip that repeats: no majority can tell
+  runs[0].result.replays = {Pass(steps, "x"), Pass(steps, "x"), Pass(steps, "x")};
+  for (const DeviceQualification& q : QualifyDevices(runs)) {
+    EXPECT_EQ(q.verdict, DeviceVerdict::kPass) << q.device;
+    ASSERT_EQ(q.reasons.size(), 1u) << q.device;
+    EXPECT_EQ(q.reasons[0].kind, "not_compared");
+    EXPECT_EQ(q.reasons[0].severity, DeviceVerdict::kPass);
+    EXPECT_NE(q.reasons[0].detail.find("ran on 2 devices; agreement needs 3"), std::string::npos);
+  }
+}
+
 TEST(QualifyDevicesTest, ACellThatCouldNotBeReplayedIsNotAPass) {
   std::vector<DevicePasses> runs = HealthyFleet();
   runs[0].result.replays.clear();
