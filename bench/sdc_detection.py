@@ -7,10 +7,14 @@ injected device FAULTY / DEGRADED / PASS, the false FAULTY and DEGRADED verdicts
 devices, and the median qualification time.
 
   /usr/bin/python3 bench/sdc_detection.py --framegate build/bin/framegate \
-      [--target cpu:avx512] [--clean 50] [--trials 20] [--repeats 2] [--out results.jsonl]
+      [--target cpu:avx512] [--clean 50] [--trials 20] [--repeats 2] [--calibrate] [--out results.jsonl]
 
 --target is the device the flips go to (default cpu:avx512; on a CPU without AVX-512 the
 fleet is cpu:avx2 and cpu:default, so name one of them).
+
+--calibrate first runs `framegate calibrate` (tiny, fp32, seed 0): every qualification is
+then judged with the model's FP32 step budget too, which is what judges the steps when
+fewer than three devices give no majority (docs/qualification.md).
 
 Each qualification uses another seed (another golden, other inputs and, with an injection,
 other flip sites), so that no two are the same experiment. Goldens go to a scratch folder.
@@ -68,12 +72,16 @@ def main() -> int:
     p.add_argument("--trials", type=int, default=20, help="qualifications per injection config")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--target", default="cpu:avx512", help="the device to inject flips on")
+    p.add_argument("--calibrate", action="store_true", help="calibrate the tiny model first (a step budget)")
     p.add_argument("--out", help="one JSON line per qualification")
     o = p.parse_args()
     rows: List[Dict] = []
     out = open(o.out, "w") if o.out else None
     with tempfile.TemporaryDirectory(prefix="sdc-bench-") as tmp:
         work = pathlib.Path(tmp)
+        if o.calibrate:
+            subprocess.run([o.framegate, "calibrate", "--size", "tiny", "--policy", "fp32", "--seeds", "0",
+                            "--golden-dir", str(work / "goldens")], check=True, capture_output=True)
         for seed in range(o.clean):
             rows.append(qualify(o.framegate, work, 1000 + seed, o.repeats))
             if out:

@@ -168,6 +168,15 @@ double CalibratedBound(const std::string& metric, double reference, double noise
   return ValueOf(m->form, multiplier * ErrorOf(m->form, reference) + noise_error);
 }
 
+double StepBudget(const Calibration& c, const std::string& device) {
+  if (!(c.noise_step_rel_l2 >= 0)) return std::numeric_limits<double>::quiet_NaN();
+  for (const std::string& run : c.noise_runs) {
+    if (run.substr(0, run.find(' ')) == device)
+      return c.multiplier * c.noise_step_rel_l2 + kCalibrationNoiseMinimum;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
 StatusOr<ToleranceProfile> CalibratedProfile(const Calibration& c, const std::string& policy) {
   const auto found = c.policies.find(policy);
   if (found == c.policies.end()) return Status::NotFound("policy '" + policy + "' is not calibrated");
@@ -205,6 +214,7 @@ std::string CalibrationToToml(const Calibration& c) {
   out << "\n[noise_floor]\nruns = [";
   for (size_t i = 0; i < c.noise_runs.size(); ++i) out << (i ? ", " : "") << Quoted(c.noise_runs[i]);
   out << "]\n";
+  if (!std::isnan(c.noise_step_rel_l2)) out << "step_rel_l2 = " << Number(c.noise_step_rel_l2) << "\n";
   WriteMetrics(c.noise_floor, out);
   for (const auto& [name, p] : c.policies) {
     out << "\n[policy." << Quoted(name) << "]\nseeds = [";
@@ -249,7 +259,13 @@ StatusOr<Calibration> ParseCalibration(const std::string& text, const std::strin
   FG_RETURN_IF_ERROR(ReadStringMap(root, "model_sha256", source, &c.model_sha256));
   FG_RETURN_IF_ERROR(ReadStringMap(root, "golden_sha256", source, &c.golden_sha256));
   if (const toml::table* noise = root["noise_floor"].as_table()) {
-    FG_RETURN_IF_ERROR(ReadMetrics(*noise, source, {"runs"}, &c.noise_floor));
+    FG_RETURN_IF_ERROR(ReadMetrics(*noise, source, {"runs", "step_rel_l2"}, &c.noise_floor));
+    if (const toml::node* step = noise->get("step_rel_l2")) {
+      const std::optional<double> v = step->value<double>();
+      if (!v || !(*v >= 0))
+        return Status::Corrupt(TomlPlace(source, step->source()) + ": step_rel_l2 must be a number >= 0");
+      c.noise_step_rel_l2 = *v;
+    }
     if (const toml::array* runs = (*noise)["runs"].as_array()) {
       for (const toml::node& run : *runs) c.noise_runs.push_back(run.value_or(std::string()));
     }

@@ -15,7 +15,8 @@
 //   multiplier = 2.0
 //   [model_sha256]    "denoiser.pt" = "..", "decoder.pt" = "..", "model.toml" = ".."
 //   [golden_sha256]   "<golden file name>" = ".."
-//   [noise_floor]     runs = [..]; min_psnr = .. (the worst of each metric over the runs)
+//   [noise_floor]     runs = [..]; min_psnr = .. (the worst of each metric over the runs);
+//                     step_rel_l2 = .. (the worst step of their step replays, when measured)
 //   [policy.NAME]     seeds = [0, 1, 2]; min_psnr = .. (the worst over the seeds), or
 //                     not_calibrated = "why" (the run did not finish or was not finite)
 //
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,6 +61,9 @@ struct Calibration {
   std::map<std::string, std::string> golden_sha256;  // golden file name -> sha256
   std::vector<std::string> noise_runs;               // "cpu threads=1", "cpu:avx2 threads=2"
   std::vector<NamedMetric> noise_floor;              // worst deviation of the FP32 reruns
+  // The worst rel_l2 of any step of the FP32 reruns' step replays (`check --replay`): how
+  // far a healthy device's step lands from the golden's. NaN when not measured (older files).
+  double noise_step_rel_l2 = std::numeric_limits<double>::quiet_NaN();
   std::map<std::string, PolicyCalibration> policies;
 };
 
@@ -69,6 +74,12 @@ void KeepWorst(const ComparisonMetrics& metrics, std::vector<NamedMetric>* worst
 // The bound on `metric` from its calibrated reference value and noise-floor value (both
 // measured metric values, e.g. PSNRs in dB) under the rule above.
 double CalibratedBound(const std::string& metric, double reference, double noise, double multiplier);
+
+// The most an FP32 step replay's step may be off the golden on `device` (the bound rule
+// with the noise floor as the reference: multiplier x noise_step_rel_l2 + the noise
+// minimum); NaN when the step noise was not measured or not on `device` (a noise run's
+// device: "cpu", "cpu:avx2", ...), since another device's FP32 noise may be larger.
+double StepBudget(const Calibration& calibration, const std::string& device);
 
 // The profile `policy` is judged by under `calibration` ("calibration" named after the
 // file); NotFound when the policy was not calibrated (then say why).

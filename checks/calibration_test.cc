@@ -94,6 +94,23 @@ TEST(CalibrationTest, TheFileRoundTripsAndGivesTheCalibratedProfile) {
   EXPECT_EQ(FirstViolation(*bf16, m)->bound.metric, "min_psnr");
 }
 
+TEST(CalibrationTest, TheStepBudgetHoldsOnlyOnTheDevicesTheStepNoiseWasMeasuredOn) {
+  Calibration c = Example();
+  EXPECT_TRUE(std::isnan(StepBudget(c, "cpu:avx2")));  // an older file: no step noise
+  c.noise_step_rel_l2 = 6e-7;
+  StatusOr<Calibration> back = ParseCalibration(CalibrationToToml(c), "cal.toml");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->noise_step_rel_l2, 6e-7);
+  EXPECT_NEAR(StepBudget(*back, "cpu:avx2"), 2 * 6e-7 + kCalibrationNoiseMinimum, 1e-15);
+  EXPECT_NEAR(StepBudget(*back, "cpu"), 2 * 6e-7 + kCalibrationNoiseMinimum, 1e-15);
+  EXPECT_TRUE(std::isnan(StepBudget(*back, "cuda:0")));  // its FP32 noise was not measured
+  EXPECT_TRUE(std::isnan(StepBudget(*back, "cpu:default")));
+  std::string text = CalibrationToToml(c);
+  text.replace(text.find("step_rel_l2 = "), 14, "step_rel_l2 = -");
+  EXPECT_NE(ParseCalibration(text, "cal.toml").status().message().find(": step_rel_l2 must be a number >= 0"),
+            std::string::npos);
+}
+
 TEST(CalibrationTest, ACorruptFileIsRefusedNamingTheFileAndThePlace) {
   auto error = [](const std::string& text) {
     StatusOr<Calibration> c = ParseCalibration(text, "cal.toml");

@@ -116,11 +116,58 @@ void CheckRepeats(const DevicePasses& d, DeviceQualification& q) {
   }
 }
 
+// Step conformance: steps outside the budget the model's calibration sets on the device
+// (StepReplay::step_budget, from its FP32 noise floor), with or without peers. Faulty when
+// every pass is outside and the passes are bitwise equal. The module named is the first
+// whose output norm is off a peer's that kept inside the budget by more than the budget.
+void CheckStepConformance(const DevicePasses& d, const CellFleet& fleet, DeviceQualification& q) {
+  const std::vector<StepReplay>& passes = d.result.replays;
+  for (size_t i = 0; i < passes[0].step_rel_l2.size(); ++i) {
+    int outside = 0;
+    double worst = 0, budget = NAN;
+    for (const StepReplay& p : passes) {
+      if (std::isnan(p.step_budget) || i >= p.step_rel_l2.size()) continue;
+      budget = p.step_budget;
+      if (!(p.step_rel_l2[i] <= budget)) ++outside;
+      worst = std::isnan(p.step_rel_l2[i]) ? p.step_rel_l2[i] : std::max(worst, p.step_rel_l2[i]);
+    }
+    if (outside == 0) continue;
+    const int step = static_cast<int>(i);
+    std::string module;
+    for (const DevicePasses* peer : fleet.devices) {
+      const StepReplay& other = peer->result.replays.front();
+      if (peer == &d || i >= other.step_rel_l2.size() || !(other.step_rel_l2[i] <= budget) ||
+          i >= other.module_norms.size())
+        continue;
+      const std::vector<double>& norms = other.module_norms[i];
+      module = FirstDeviatingModule(passes[0], norms, step,
+                                    [&](size_t j) { return budget * std::fabs(norms[j]); });
+      break;
+    }
+    bool repeatable = true;
+    for (const StepReplay& p : passes) repeatable = repeatable && p.digest == passes[0].digest;
+    const bool persistent = repeatable && outside == static_cast<int>(passes.size());
+    Add(q, "step_conformance", persistent ? Severity::kFaulty : Severity::kDegraded, d, step, module,
+        Printf("rel_l2 %.3g against the golden, budget %.3g (the calibration's FP32 step noise floor)", worst,
+               budget) +
+            " in " + std::to_string(outside) + " of " + std::to_string(passes.size()) + " passes");
+    return;
+  }
+}
+
+bool StepsHaveBudget(const DevicePasses& d) {
+  for (const StepReplay& p : d.result.replays)
+    if (std::isnan(p.step_budget)) return false;
+  return true;
+}
+
 // Agreement: steps where this device is outside its peers' budget.
 // With fewer than 3 devices there is no majority: the device gets a note (severity PASS)
-// saying what was not compared, so that its PASS does not claim more than was looked at.
+// saying what was not compared, so that its PASS does not claim more than was looked at,
+// unless the model's calibration bounds its steps (CheckStepConformance).
 void CheckAgreement(const DevicePasses& d, const CellFleet& fleet, DeviceQualification& q) {
   if (fleet.devices.size() < 3) {
+    if (StepsHaveBudget(d)) return;
     Add(q, "not_compared", Severity::kPass, d, QualificationReason::kNoStep, "",
         "the cell ran on " + std::to_string(fleet.devices.size()) +
             (fleet.devices.size() == 1 ? " device" : " devices") +
@@ -258,6 +305,7 @@ std::vector<DeviceQualification> QualifyDevices(const std::vector<DevicePasses>&
     CheckNonfinite(d, fleet, q);
     CheckRepeats(d, q);
     CheckAgreement(d, fleet, q);
+    CheckStepConformance(d, fleet, q);
     CheckConformance(d, q);
   }
   CheckSpeed(devices);

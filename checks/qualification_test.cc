@@ -136,6 +136,40 @@ TEST(QualifyDevicesTest, TwoDevicesPassButSayTheyWereNotComparedWithAMajority) {
   }
 }
 
+// Two devices and the model's calibration: the steps are judged by its FP32 step budget.
+std::vector<DevicePasses> TwoDevicesWithABudget(double budget) {
+  std::vector<DevicePasses> runs = HealthyFleet();
+  runs.erase(runs.begin());  // cpu:avx2, cpu:default
+  for (DevicePasses& d : runs)
+    for (StepReplay& p : d.result.replays) p.step_budget = budget;
+  return runs;
+}
+
+TEST(QualifyDevicesTest, TwoDevicesWithACalibratedStepBudgetAreComparedWithIt) {
+  for (const DeviceQualification& q : QualifyDevices(TwoDevicesWithABudget(2e-6))) {
+    EXPECT_EQ(q.verdict, DeviceVerdict::kPass) << q.device;
+    EXPECT_TRUE(q.reasons.empty()) << q.reasons[0].kind;  // no not_compared note: the steps were judged
+  }
+  std::vector<DevicePasses> runs = TwoDevicesWithABudget(2e-6);
+  const std::vector<double> steps = {2e-7, 4e-3, 2e-7};  // step 1 made the error, every pass
+  runs[1].result.replays = {Pass(steps, "x", 1, 1, 1.5), Pass(steps, "x", 1, 1, 1.5),
+                            Pass(steps, "x", 1, 1, 1.5)};
+  for (StepReplay& p : runs[1].result.replays) p.step_budget = 2e-6;
+  std::vector<DeviceQualification> q = QualifyDevices(runs);
+  EXPECT_EQ(q[0].verdict, DeviceVerdict::kPass);
+  ASSERT_EQ(q[1].verdict, DeviceVerdict::kFaulty);
+  EXPECT_EQ(q[1].reasons[0].kind, "step_conformance");
+  EXPECT_EQ(q[1].reasons[0].step, 1);
+  EXPECT_EQ(q[1].reasons[0].module, "blocks.0.ff");  // off the peer inside its budget
+  EXPECT_NE(q[1].reasons[0].detail.find("rel_l2 0.004 against the golden, budget 2e-06"), std::string::npos)
+      << q[1].reasons[0].detail;
+  runs[1].result.replays[2] = Pass({2e-7, 2e-7, 2e-7}, "y");  // one pass clean: not repeatable
+  runs[1].result.replays[2].step_budget = 2e-6;
+  q = QualifyDevices(runs);
+  EXPECT_EQ(q[1].verdict, DeviceVerdict::kDegraded);
+  EXPECT_EQ(q[0].verdict, DeviceVerdict::kPass);
+}
+
 TEST(QualifyDevicesTest, ACellThatCouldNotBeReplayedIsNotAPass) {
   std::vector<DevicePasses> runs = HealthyFleet();
   runs[0].result.replays.clear();

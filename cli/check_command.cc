@@ -13,6 +13,7 @@
 #include "cli/output_file.h"
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
+#include "harness/printf.h"
 #include "pipelines/sdc_injection.h"
 #include "runners/cell_runner.h"
 
@@ -49,9 +50,16 @@ void PrintReplays(FILE* text, const CellResult& r) {
       steps += buf;
       if (pass.step_rel_l2[i] > pass.step_rel_l2[worst]) worst = i;
     }
+    std::string budget;  // the calibration's, when one bounds the steps
+    if (!std::isnan(pass.step_budget)) {
+      size_t over = 0;
+      for (double e : pass.step_rel_l2) over += !(e <= pass.step_budget);
+      budget = Printf("; step budget %.2e (calibration): %zu over", pass.step_budget, over);
+    }
     std::fprintf(
-        text, "              replay %zu: step rel_l2 [%s], decode %.2e; largest at step %zu; digest %.12s\n",
-        p + 1, steps.c_str(), pass.decode_rel_l2, worst, pass.digest.c_str());
+        text,
+        "              replay %zu: step rel_l2 [%s], decode %.2e; largest at step %zu%s; digest %.12s\n",
+        p + 1, steps.c_str(), pass.decode_rel_l2, worst, budget.c_str(), pass.digest.c_str());
   }
 }
 

@@ -135,6 +135,9 @@ struct StepReplay {
   std::string decode_violation;
   double decode_min_psnr = 0;
   double decode_psnr_bound = std::numeric_limits<double>::quiet_NaN();
+  // The most a step's rel_l2 may be: from the model's calibration (its FP32 noise floor,
+  // measured on this device) for an FP32 cell; NaN when nothing bounds the steps.
+  double step_budget = std::numeric_limits<double>::quiet_NaN();
   int first_nonfinite_step = -2;  // first step with a NaN/Inf output; -1 the decode; -2 none
   // sha256 of every step's output and the decoded frames, bytes as computed: equal
   // digests are bitwise equal passes.

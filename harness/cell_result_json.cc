@@ -179,6 +179,7 @@ json ReplayToJson(const StepReplay& p) {
           {"decode_violation", p.decode_violation},
           {"decode_min_psnr", Number(p.decode_min_psnr)},
           {"decode_psnr_bound", Number(p.decode_psnr_bound)},
+          {"step_budget", Number(p.step_budget)},
           {"first_nonfinite_step", p.first_nonfinite_step},
           {"digest", p.digest},
           {"modules", p.modules},
@@ -193,6 +194,7 @@ StepReplay ReplayFromJson(const json& j) {
   p.decode_violation = j.at("decode_violation").get<std::string>();
   p.decode_min_psnr = ReadNumber(j.at("decode_min_psnr"), kNaN);
   p.decode_psnr_bound = ReadNumber(j.at("decode_psnr_bound"), kNaN);
+  if (j.contains("step_budget")) p.step_budget = ReadNumber(j.at("step_budget"), kNaN);
   p.first_nonfinite_step = j.at("first_nonfinite_step").get<int>();
   p.digest = j.at("digest").get<std::string>();
   p.modules = j.at("modules").get<std::vector<std::string>>();

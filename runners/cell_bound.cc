@@ -121,6 +121,8 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
     fallback.judged_by += " (calibration " + path + " is stale: " + stale + ")";
     return fallback;
   }
+  if (cell.spec.policy.name == Fp32Policy().name)
+    fallback.step_budget = StepBudget(*calibration, cell.cell.device);
   StatusOr<ToleranceProfile> calibrated = CalibratedProfile(*calibration, policy);
   if (!calibrated.ok()) {
     fallback.judged_by += " (calibration " + path + ": " + calibrated.status().message() + ")";
@@ -130,7 +132,8 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
   const std::string model = denoiser != calibration->model_sha256.end()
                                 ? "model sha256 " + denoiser->second.substr(0, 16)
                                 : "model " + calibration->weights;
-  return JudgingBound{*calibrated, "calibration " + path + " (" + model + ")", std::nullopt};
+  return JudgingBound{*calibrated, "calibration " + path + " (" + model + ")", std::nullopt,
+                      fallback.step_budget};
 }
 
 }  // namespace framegate

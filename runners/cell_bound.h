@@ -20,6 +20,7 @@
 //   "profile bf16 (calibration FILE is stale: the model's modules changed)".
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -49,6 +50,10 @@ struct JudgingBound {
   // Set when the policy's own profile judges the cell (4 above) and the policy has a
   // compute part; a model's own bound (1-3) judges the whole error alone.
   std::optional<ComputePartBound> compute_part;
+  // The most a step replay's step may be off the golden (StepBudget): set for an FP32
+  // cell whose calibration (3 above, found and not stale) measured the steps' FP32 noise
+  // on the cell's device; NaN otherwise.
+  double step_budget = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The compute part of `policy`, nullopt when it has none (storage not FP8, or FP32 or

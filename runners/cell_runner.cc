@@ -159,7 +159,8 @@ void JudgeDecode(const ToleranceProfile& profile, const ComparisonMetrics& m, St
 // first pass's frames (decoded from the golden's final latents).
 StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOptions& options,
                                    const std::optional<Golden>& golden, const std::string& unresolved,
-                                   const ToleranceProfile& profile, CellResult result, ModelCache* models) {
+                                   const JudgingBound& bound, CellResult result, ModelCache* models) {
+  const ToleranceProfile& profile = bound.profile;
   if (!golden) return Status::InvalidInput("--replay: " + unresolved);
   if (!golden->trajectory.defined()) {
     return Status::InvalidInput(result.golden +
@@ -175,6 +176,7 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   const uint64_t seed = std::stoull(Sha256Hex(resolved.cell.Id()).substr(0, 15), nullptr, 16);
   const PassJudge judge = [&](const GenerationResult& r, StepReplay& pass) {
     JudgeDecode(profile, Compare(*golden, r), pass);
+    pass.step_budget = bound.step_budget;
   };
   StatusOr<ReplayPasses> replayed = RunReplayPasses(resolved.spec, *golden, options.replays,
                                                     inject ? &*inject : nullptr, seed, models, judge);
@@ -235,8 +237,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   if (!bound.ok()) return bound.status();
   result.judged_by = bound->judged_by;
   if (options.replays > 0) {
-    return RunReplayCell(resolved, options, golden->golden, golden->unresolved, bound->profile,
-                         std::move(result), models);
+    return RunReplayCell(resolved, options, golden->golden, golden->unresolved, *bound, std::move(result),
+                         models);
   }
 
   double load_seconds = 0;  // building the model, whichever run built it

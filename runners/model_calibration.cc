@@ -1,9 +1,12 @@
 #include "runners/model_calibration.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "harness/build_info.h"
@@ -37,7 +40,24 @@ StatusOr<ComparisonMetrics> RerunFp32(const CalibrateOptions& o, Cell cell, cons
   return *r->metrics;
 }
 
-// The noise floor: the worst deviation of the FP32 reruns from the golden of seeds[0].
+// The worst step of one step replay of the golden config of `cell` by `check --replay 1`
+// in another process on `device` with `threads` threads.
+StatusOr<double> ReplayFp32(const CalibrateOptions& o, Cell cell, const std::string& device, int threads,
+                            const std::string& scratch) {
+  cell.device = device;
+  StatusOr<CellResult> r = RunCheckProcess(o.pipeline_executable, cell,
+                                           {"--golden-dir", o.golden_dir, "--threads",
+                                            std::to_string(threads), "--ignore-calibration", "--replay", "1"},
+                                           scratch);
+  if (!r.ok()) return r.status();
+  if (r->replays.empty()) return Status::Internal("the FP32 step replay on " + device + ": " + r->reason);
+  double worst = 0;
+  for (double e : r->replays.front().step_rel_l2) worst = std::isnan(e) ? e : std::max(worst, e);
+  return worst;
+}
+
+// The noise floor: the worst deviation of the FP32 reruns from the golden of seeds[0],
+// free runs (the frames' metrics) and step replays (the steps' rel_l2).
 Status MeasureNoiseFloor(const CalibrateOptions& o, Calibration* c) {
   StatusOr<std::unique_ptr<ScratchFolder>> scratch = ScratchFolder::Create(TempDirectory());
   if (!scratch.ok()) return scratch.status();
@@ -49,10 +69,21 @@ Status MeasureNoiseFloor(const CalibrateOptions& o, Calibration* c) {
   for (const DeviceInfo& d : DiscoverDevices()) {
     if (d.device.rfind("cpu:", 0) == 0) runs.push_back({d.device, o.threads});
   }
+  bool step_noise_measured = true;
   for (const auto& [device, threads] : runs) {
     StatusOr<ComparisonMetrics> m = RerunFp32(o, cell, device, threads, (*scratch)->path());
     if (!m.ok()) return m.status();
     KeepWorst(*m, &c->noise_floor);
+    StatusOr<double> step = ReplayFp32(o, cell, device, threads, (*scratch)->path());
+    if (step.ok() && step_noise_measured) {
+      if (std::isnan(c->noise_step_rel_l2) || !(*step <= c->noise_step_rel_l2)) c->noise_step_rel_l2 = *step;
+    } else if (step.status().code() == Status::Code::kInvalidInput) {  // a version 1 golden: no steps
+      step_noise_measured = false;
+      c->noise_step_rel_l2 = std::numeric_limits<double>::quiet_NaN();
+      if (o.on_progress) o.on_progress("noise floor: steps not measured: " + step.status().message());
+    } else if (!step.ok()) {
+      return step.status();
+    }
     c->noise_runs.push_back(device + " threads=" + std::to_string(threads));
     if (o.on_progress) o.on_progress("noise floor: " + c->noise_runs.back() + " done");
   }

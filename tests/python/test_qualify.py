@@ -3,7 +3,8 @@ processes, real goldens and a real SQLite file: the clean fleet PASSes, a persis
 flip on cpu:avx512 makes it FAULTY (the others PASS) with the step and module named, a
 transient one DEGRADED; the verdicts are stored and `history --qualification` reads them
 back; a version 1 golden and a bad --inject-sdc are one line and exit 2; the same verdicts hold
-for two zoo packages (a scripted MM-DiT, a traced UNet3D) with a flip in their ops."""
+for two zoo packages (a scripted MM-DiT, a traced UNet3D) with a flip in their ops; and on
+two paths alone (cpu:avx2, cpu:default), the calibration's FP32 step budget judges the steps."""
 import json
 import os
 import subprocess
@@ -152,3 +153,64 @@ def test_a_packages_fleet_passes_clean_and_is_faulty_with_a_persistent_flip(pack
     assert {reason["kind"] for reason in bad["reasons"]} == {"persistent_mismatch"}
     assert all(reason["step"] is not None and reason["module"] for reason in bad["reasons"]), bad
     assert devices["cpu:avx512"]["verdict"] == "PASS" and devices["cpu:default"]["verdict"] == "PASS"
+
+
+# Two kernel paths (any AVX2 CPU has cpu:avx2 and cpu:default): no majority, so the steps
+# of an FP32 cell are judged by the model's calibration, its FP32 step noise floor.
+PAIR = """name = "qpair"
+[axes]
+pipelines = ["tiny"]
+devices = ["cpu:avx2", "cpu:default"]
+policies = ["fp32", "bf16"]
+seeds = [0, 1]
+"""
+
+
+@pytest.fixture(scope="module")
+def calibrated_pair(tmp_path_factory):
+    info = json.loads(framegate("devices", "--json", "-").stdout)
+    if "cpu:avx2" not in {d["device"] for d in info["devices"]}:
+        pytest.skip("this CPU has no cpu:avx2 kernel path")
+    d = tmp_path_factory.mktemp("qpair")
+    r = framegate("calibrate", "--size", "tiny", "--policy", "fp32", "--seeds", "0,1", "--golden-dir",
+                  d / "goldens")
+    assert r.returncode == 0, r.stderr
+    (d / "m.toml").write_text(PAIR)
+    return d
+
+
+def qualify_pair(d, *extra):
+    r = framegate("qualify", d / "m.toml", "--golden-dir", d / "goldens", "--db", d / "q.db", "--json", "-",
+                  "--repeats", 2, *extra)
+    assert r.returncode in (0, 1), r.stderr
+    return r, {x["device"]: x for x in json.loads(r.stdout)["devices"]}
+
+
+def test_the_calibration_measures_the_steps_fp32_noise(calibrated_pair):
+    (calibration,) = (calibrated_pair / "goldens").glob("calibration-*.toml")
+    text = calibration.read_text()
+    assert "step_rel_l2 = " in text and "cpu:default threads=" in text
+    r = framegate("check", "--size", "tiny", "--policy", "fp32", "--device", "cpu:default", "--golden-dir",
+                  calibrated_pair / "goldens", "--replay", 1)
+    assert r.returncode == 0, r.stderr
+    assert "step budget" in r.stdout and "(calibration): 0 over" in r.stdout, r.stdout
+
+
+def test_a_calibrated_pair_passes_clean_with_only_its_bf16_cells_not_compared(calibrated_pair):
+    r, devices = qualify_pair(calibrated_pair)
+    assert r.returncode == 0, r.stdout
+    for d in devices.values():
+        assert d["verdict"] == "PASS", d
+        notes = [x for x in d["reasons"] if x["kind"] == "not_compared"]
+        assert len(notes) == 2 and all("bf16" in x["cell"] for x in notes), d["reasons"]
+
+
+def test_a_persistent_flip_on_one_of_two_devices_is_faulty_by_the_step_budget(calibrated_pair):
+    r, devices = qualify_pair(calibrated_pair, "--inject-sdc", "cpu:default:2:persistent:exponent")
+    assert r.returncode == 1
+    bad = devices["cpu:default"]
+    assert bad["verdict"] == "FAULTY", bad
+    reason = bad["reasons"][0]
+    assert reason["kind"] == "step_conformance" and "fp32" in reason["cell"], reason
+    assert reason["step"] is not None, reason
+    assert devices["cpu:avx2"]["verdict"] == "PASS", devices["cpu:avx2"]
