@@ -203,6 +203,7 @@ void CheckAgreement(const DevicePasses& d, const CellFleet& fleet, DeviceQualifi
   }
 }
 
+// A NaN/Inf no other device makes on the cell: FAULTY in every pass, DEGRADED in some.
 void CheckNonfinite(const DevicePasses& d, const CellFleet& fleet, DeviceQualification& q) {
   int passes = 0, step = -2;
   for (const StepReplay& p : d.result.replays) {
@@ -211,7 +212,8 @@ void CheckNonfinite(const DevicePasses& d, const CellFleet& fleet, DeviceQualifi
     if (step == -2) step = p.first_nonfinite_step;
   }
   if (passes == 0 || fleet.any_nonfinite(&d)) return;
-  Add(q, "nonfinite", Severity::kFaulty, d, step, "",
+  const bool persistent = passes == static_cast<int>(d.result.replays.size());  // else transient
+  Add(q, "nonfinite", persistent ? Severity::kFaulty : Severity::kDegraded, d, step, "",
       "NaN/Inf in " + std::to_string(passes) + " of " + std::to_string(d.result.replays.size()) +
           " passes; no other device makes one");
 }

@@ -89,7 +89,7 @@ TEST(QualifyDevicesTest, MismatchesThatDifferEveryPassAreTransientNotPersistent)
 
 TEST(QualifyDevicesTest, ANanOnlyOneDeviceMakesIsFaultyButOneEveryDeviceMakesIsNot) {
   std::vector<DevicePasses> runs = HealthyFleet();
-  runs[1].result.replays[0].first_nonfinite_step = 1;
+  for (StepReplay& p : runs[1].result.replays) p.first_nonfinite_step = 1;
   std::vector<DeviceQualification> q = QualifyDevices(runs);
   ASSERT_EQ(q[1].verdict, DeviceVerdict::kFaulty);
   EXPECT_EQ(q[1].reasons[0].kind, "nonfinite");
@@ -97,6 +97,16 @@ TEST(QualifyDevicesTest, ANanOnlyOneDeviceMakesIsFaultyButOneEveryDeviceMakesIsN
   for (DevicePasses& d : runs) d.result.replays[0].first_nonfinite_step = 1;
   q = QualifyDevices(runs);
   for (const QualificationReason& r : q[1].reasons) EXPECT_NE(r.kind, "nonfinite");
+}
+
+TEST(QualifyDevicesTest, ANanInSomePassesOnlyIsTransientSoDegraded) {
+  std::vector<DevicePasses> runs = HealthyFleet();
+  runs[1].result.replays[1].first_nonfinite_step = 5;  // pass 2 of 3
+  const std::vector<DeviceQualification> q = QualifyDevices(runs);
+  ASSERT_EQ(q[1].verdict, DeviceVerdict::kDegraded);
+  EXPECT_EQ(q[1].reasons[0].kind, "nonfinite");
+  EXPECT_EQ(q[1].reasons[0].step, 5);
+  EXPECT_NE(q[1].reasons[0].detail.find("NaN/Inf in 1 of 3 passes"), std::string::npos);
 }
 
 TEST(QualifyDevicesTest, ConformanceOutsideTheBoundIsFaultyAndNearItDegraded) {
