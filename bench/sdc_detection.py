@@ -7,7 +7,8 @@ injected device FAULTY / DEGRADED / PASS, the false FAULTY and DEGRADED verdicts
 devices, and the median qualification time.
 
   /usr/bin/python3 bench/sdc_detection.py --framegate build/bin/framegate \
-      [--target cpu:avx512] [--clean 50] [--trials 20] [--repeats 2] [--calibrate] [--out results.jsonl]
+      [--target cpu:avx512] [--clean 50] [--trials 20] [--repeats 2] [--calibrate]
+      [--only exponent:1:transient,...] [--out results.jsonl]
 
 --target is the device the flips go to (default cpu:avx512; on a CPU without AVX-512 the
 fleet is cpu:avx2 and cpu:default, so name one of them).
@@ -72,6 +73,7 @@ def main() -> int:
     p.add_argument("--trials", type=int, default=20, help="qualifications per injection config")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--target", default="cpu:avx512", help="the device to inject flips on")
+    p.add_argument("--only", help="injection configs to run, BITS:RATE:MODE,... (default: all)")
     p.add_argument("--calibrate", action="store_true", help="calibrate the tiny model first (a step budget)")
     p.add_argument("--out", help="one JSON line per qualification")
     o = p.parse_args()
@@ -86,7 +88,8 @@ def main() -> int:
             rows.append(qualify(o.framegate, work, 1000 + seed, o.repeats))
             if out:
                 print(json.dumps(rows[-1]), file=out, flush=True)
-        for bits, rate, mode in CONFIGS:
+        configs = [c for c in CONFIGS if not o.only or ":".join(c) in o.only.split(",")]
+        for bits, rate, mode in configs:
             for t in range(o.trials):
                 rows.append(qualify(o.framegate, work, 1000 + t, o.repeats, f"{o.target}:{rate}:{mode}:{bits}"))
                 if out:
@@ -96,7 +99,8 @@ def main() -> int:
     false_degraded = sum(v == "DEGRADED" for r in clean for v in r["verdicts"].values())
     print(f"clean: {len(clean)} qualifications x {len(clean[0]['verdicts']) if clean else 0} devices: "
           f"{false_faulty} FAULTY, {false_degraded} DEGRADED; "
-          f"median {statistics.median(r['seconds'] for r in clean):.1f} s per qualification\n")
+          f"median {statistics.median(r['seconds'] for r in clean) if clean else float('nan'):.1f} s per "
+          "qualification\n")
     print("| bits | rate (flips/pass) | mode | qualifications | FAULTY | DEGRADED | PASS (missed) "
           "| other devices not PASS | median s |")
     print("|---|---|---|---|---|---|---|---|---|")
