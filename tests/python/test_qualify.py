@@ -162,7 +162,7 @@ PAIR = """name = "qpair"
 pipelines = ["tiny"]
 devices = ["cpu:avx2", "cpu:default"]
 policies = ["fp32", "bf16"]
-seeds = [0, 1]
+seeds = [0]
 """
 
 
@@ -172,7 +172,7 @@ def calibrated_pair(tmp_path_factory):
     if "cpu:avx2" not in {d["device"] for d in info["devices"]}:
         pytest.skip("this CPU has no cpu:avx2 kernel path")
     d = tmp_path_factory.mktemp("qpair")
-    r = framegate("calibrate", "--size", "tiny", "--policy", "fp32", "--seeds", "0,1", "--golden-dir",
+    r = framegate("calibrate", "--size", "tiny", "--policy", "fp32", "--seeds", "0", "--golden-dir",
                   d / "goldens")
     assert r.returncode == 0, r.stderr
     (d / "m.toml").write_text(PAIR)
@@ -202,7 +202,7 @@ def test_a_calibrated_pair_passes_clean_with_only_its_bf16_cells_not_compared(ca
     for d in devices.values():
         assert d["verdict"] == "PASS", d
         notes = [x for x in d["reasons"] if x["kind"] == "not_compared"]
-        assert len(notes) == 2 and all("bf16" in x["cell"] for x in notes), d["reasons"]
+        assert len(notes) == 1 and "bf16" in notes[0]["cell"], d["reasons"]
 
 
 def test_a_persistent_flip_on_one_of_two_devices_is_faulty_by_the_step_budget(calibrated_pair):
