@@ -94,6 +94,13 @@ void Add(DeviceQualification& q, const std::string& kind, Severity s, const Devi
   q.reasons.push_back(std::move(r));
 }
 
+// Whether every pass is bitwise the first (a wrong answer that repeats is persistent).
+bool Repeatable(const std::vector<StepReplay>& passes) {
+  for (const StepReplay& p : passes)
+    if (p.digest != passes[0].digest) return false;
+  return true;
+}
+
 // Repeatability: passes of one device that are not bitwise equal.
 void CheckRepeats(const DevicePasses& d, DeviceQualification& q) {
   const std::vector<StepReplay>& passes = d.result.replays;
@@ -144,9 +151,7 @@ void CheckStepConformance(const DevicePasses& d, const CellFleet& fleet, DeviceQ
                                     [&](size_t j) { return budget * std::fabs(norms[j]); });
       break;
     }
-    bool repeatable = true;
-    for (const StepReplay& p : passes) repeatable = repeatable && p.digest == passes[0].digest;
-    const bool persistent = repeatable && outside == static_cast<int>(passes.size());
+    const bool persistent = Repeatable(passes) && outside == static_cast<int>(passes.size());
     Add(q, "step_conformance", persistent ? Severity::kFaulty : Severity::kDegraded, d, step, module,
         Printf("rel_l2 %.3g against the golden, budget %.3g (the calibration's FP32 step noise floor)", worst,
                budget) +
@@ -191,9 +196,7 @@ void CheckAgreement(const DevicePasses& d, const CellFleet& fleet, DeviceQualifi
     const std::string module = FirstDeviatingModule(passes[0], median, step, [&](size_t j) {
       return kModuleSpread * spread[j] + kAgreementFloor * std::fabs(median[j]);
     });
-    bool repeatable = true;
-    for (const StepReplay& p : passes) repeatable = repeatable && p.digest == passes[0].digest;
-    const bool persistent = repeatable && outside == static_cast<int>(passes.size());
+    const bool persistent = Repeatable(passes) && outside == static_cast<int>(passes.size());
     Add(q, persistent ? "persistent_mismatch" : "transient_mismatch",
         persistent ? Severity::kFaulty : Severity::kDegraded, d, step, module,
         Printf("rel_l2 %.3g against the golden, budget %.3g (2x the fleet median %.3g + 1e-6)", worst, budget,
