@@ -7,6 +7,7 @@ for two zoo packages (a scripted MM-DiT, a traced UNet3D) with a flip in their o
 two paths alone (cpu:avx2, cpu:default), the calibration's FP32 step budget judges the steps."""
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -214,3 +215,15 @@ def test_a_persistent_flip_on_one_of_two_devices_is_faulty_by_the_step_budget(ca
     assert reason["kind"] == "step_conformance" and "fp32" in reason["cell"], reason
     assert reason["step"] is not None, reason
     assert devices["cpu:avx2"]["verdict"] == "PASS", devices["cpu:avx2"]
+
+
+def test_calibrating_on_a_version_1_golden_leaves_the_steps_unmeasured(tmp_path):
+    source = os.environ.get("FRAMEGATE_SOURCE_DIR", "")
+    goldens = tmp_path / "goldens"
+    shutil.copytree(os.path.join(source, "tests", "data", "golden-v1"), goldens)
+    r = framegate("calibrate", "--size", "tiny", "--policy", "fp32", "--seeds", "0", "--golden-dir", goldens)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert out.count("steps not measured") == 1 and "format version 1" in out, out
+    (calibration,) = goldens.glob("calibration-*.toml")
+    assert "step_rel_l2" not in calibration.read_text()
