@@ -25,7 +25,7 @@ namespace jit = torch::jit;
 using Kind = GraphSite::Kind;
 
 constexpr char kBeforeSchema[] = "framegate::before(Tensor x, int site) -> Tensor";
-// The same for a weighted op's optional tensor (a bias that may be None).
+// The same for an optional tensor (a bias, a norm's weight: None or a tensor).
 constexpr char kBeforeOptionalSchema[] = "framegate::before_optional(Tensor? x, int site) -> Tensor?";
 constexpr char kAfterSchema[] = "framegate::after(Tensor y, int site) -> Tensor";
 constexpr char kEnterSchema[] = "framegate::enter_module(int site) -> ()";
@@ -290,9 +290,10 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
   }
   const bool conversion = IsDtypeConversion(node->kind());
   plan.site.weight_input = WeightInput(node);
-  const bool weighted = plan.site.weight_input >= 0;  // its optional bias is observed too
   for (size_t i = 0; i < node->inputs().size(); ++i) {
-    const bool tensor = IsTensor(node->input(i)) || (weighted && IsOptionalTensor(node->input(i)));
+    // Optional tensors too: a scripted norm's weight and bias reach aten::group_norm as
+    // Tensor? (an op island casts them with the input; dtype propagation sees them).
+    const bool tensor = IsTensor(node->input(i)) || IsOptionalTensor(node->input(i));
     if (tensor && (!AliasesOrUnknown(schema->arguments(), i) || (conversion && i == 0))) {
       plan.inputs.push_back(i);
     }

@@ -225,5 +225,23 @@ def forward(self, x):
   EXPECT_TRUE(at::allclose(both, torch::softmax(torch::matmul(x, x.t()), -1)));
 }
 
+// A consumer outside the islands takes a view, or a reshape's copy, of an island output in
+// the reduced dtype, as it takes the output itself (Inf here, then NaN), not in FP32.
+TEST(OpIslandsTest, AViewOrACopyOfAnIslandOutputIsConvertedWhereItLeaves) {
+  for (const char* body : {"torch.softmax(logits.t(), -1)", "torch.softmax(logits.t().contiguous(), -1)"}) {
+    jit::Module root("Attention");
+    root.define(std::string("def forward(self, x):\n    logits = torch.matmul(x, x.t())\n    return ") +
+                body + "\n");
+    const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+    DtypePolicy policy = Fp16Emulated();
+    policy.fp32_modules = {"m:aten::matmul"};
+    PackageObserver inner(policy, true);
+    OpIslandObserver observer(policy, inner, ModuleObserver(), 0);
+    EXPECT_TRUE(
+        Forward(root, *instrumentation, observer, torch::full({2, 4}, 300.0)).isnan().any().item<bool>())
+        << body;
+  }
+}
+
 }  // namespace
 }  // namespace framegate

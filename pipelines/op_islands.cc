@@ -46,13 +46,17 @@ bool OpIslandObserver::IsIslandOp(const std::string& path, const GraphSite& site
 }
 
 bool OpIslandObserver::IsIslandOutput(const at::Tensor& value) const {
-  return island_impls_.count(value.unsafeGetTensorImpl()) > 0;
+  return value.defined() && value.has_storage() &&
+         island_storages_.count(value.storage().unsafeGetStorageImpl()) > 0;
 }
 
 at::Tensor OpIslandObserver::Before(const std::string& path, const GraphSite& site, int input_index,
                                     const at::Tensor& value) {
-  if (!active_ || site.kind == GraphSite::Kind::kCopyingView)
+  if (!active_) return inner_.Before(path, site, input_index, value);
+  if (site.kind == GraphSite::Kind::kCopyingView) {
+    copy_of_island_output_ = IsIslandOutput(value) ? &site : nullptr;
     return inner_.Before(path, site, input_index, value);
+  }
   if (IsIslandOp(path, site)) return IsReducedFloat(value) ? value.to(at::kFloat) : value;
   const std::string consumer =
       site.kind == GraphSite::Kind::kOp ? path : (path.empty() ? site.callee : path + "." + site.callee);
@@ -65,13 +69,24 @@ at::Tensor OpIslandObserver::Before(const std::string& path, const GraphSite& si
 
 at::Tensor OpIslandObserver::After(const std::string& path, const GraphSite& site, int output_index,
                                    const at::Tensor& value) {
+  if (active_ && site.kind == GraphSite::Kind::kCopyingView && copy_of_island_output_ == &site) {
+    copy_of_island_output_ = nullptr;
+    const at::Tensor copy = inner_.After(path, site, output_index, value);
+    Remember(copy);  // a reshape's copy of an island output is one too
+    return copy;
+  }
   if (!active_ || !IsIslandOp(path, site)) return inner_.After(path, site, output_index, value);
   if (value.defined() && value.is_floating_point()) {
-    island_outputs_.push_back(value);
-    island_impls_.insert(value.unsafeGetTensorImpl());
+    Remember(value);
     if (watch_) watch_(ModuleOutput{path, ModuleKind::kOther, step_, value, site.op.c_str()});
   }
   return value;
+}
+
+void OpIslandObserver::Remember(const at::Tensor& island_output) {
+  if (!island_output.defined() || !island_output.has_storage()) return;
+  island_outputs_.push_back(island_output);
+  island_storages_.insert(island_output.storage().unsafeGetStorageImpl());
 }
 
 }  // namespace framegate

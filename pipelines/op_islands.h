@@ -16,8 +16,7 @@
 // cast back to the compute dtype (rounded through float16 under FP16 emulation), as an
 // autocast FP32 op's output is cast by the op that consumes it. So "PATH:aten::matmul"
 // and "PATH:aten::softmax" together keep attention logits in FP32 up to the softmax.
-// A view of an island output that is not the output itself reaches its consumer
-// unconverted.
+// A view or a reshape's copy of an island output is converted as the output is.
 #pragma once
 
 #include <memory>
@@ -68,14 +67,16 @@ class OpIslandObserver : public GraphObserver {
  private:
   bool IsIslandOp(const std::string& path, const GraphSite& site) const;
   bool IsIslandOutput(const at::Tensor& value) const;
+  void Remember(const at::Tensor& island_output);
 
   const DtypePolicy& policy_;
   GraphObserver& inner_;
   ModuleObserver watch_;  // a copy: callers may pass a temporary
   int step_;
   bool active_;
-  std::vector<at::Tensor> island_outputs_;  // kept alive: their impls identify them
-  std::unordered_set<const void*> island_impls_;
+  std::vector<at::Tensor> island_outputs_;  // kept alive: their storages identify them and their views
+  std::unordered_set<const void*> island_storages_;
+  const GraphSite* copy_of_island_output_ = nullptr;  // a copying view whose input is one
 };
 
 }  // namespace framegate

@@ -132,6 +132,16 @@ std::string Wider(const std::string& island) {
   return parent == "*" ? "" : parent;
 }
 
+// The ops at the own level of a module island's parent ("decoder:*" for "decoder.norm"),
+// where the island's input is made when the parent's forward computes it (an offset added
+// before a norm); "" for an op island or a root module. They hold no weights of the parent's
+// submodules, and their outputs reach the island unrounded (op_islands.h).
+std::string ParentOpsOf(const std::string& island) {
+  if (IsOpIslandEntry(island)) return "";
+  const std::string parent = ParentModule(island);
+  return parent.empty() || parent == "*" ? "" : OpIslandEntry(parent, "*");
+}
+
 // Drops every island another one covers ("a.b.c" under "a.b"; "a.b:aten::mm" under "a.b").
 Islands Normalized(const DtypePolicy& base, Islands islands) {
   std::sort(islands.begin(), islands.end());
@@ -226,8 +236,8 @@ bool Unmoved(const CellResult* before, const CellResult& after) {
 Step Grow(const Islands& islands, const CellResult& failed, const CellResult* before, const DtypePolicy& base,
           const std::vector<WeightSize>& weights, double cap, Islands* queue, Culprit* last) {
   Culprit c = CulpritOf(failed);
-  if (c.module.empty() ||
-      (Unmoved(before, failed) && !last->module.empty() && Covers(base, islands, *last))) {
+  const bool unmoved = Unmoved(before, failed);
+  if (c.module.empty() || (unmoved && !last->module.empty() && Covers(base, islands, *last))) {
     c = *last;
   }
   *last = c;
@@ -243,13 +253,20 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
     // Covered and failing for the same cause: wider. An op that still makes a NaN/Inf in
     // FP32 may take a value that overflowed where an island's output re-entered the
     // reduced dtype (x300 kept in FP32 by an island, cast to FP16 by the residual add
-    // after it): its module takes that boundary inside.
+    // after it): its module takes that boundary inside. A module island that left a finite
+    // error where it was took its input rounded: first the parent's own ops that make that
+    // input join it (no weights), then the parent.
+    std::string parent_ops;
     for (std::string& island : next) {
       if (!Covers(base, {island}, c)) continue;
+      parent_ops = unmoved ? ParentOpsOf(island) : "";
+      if (!parent_ops.empty() && !Contains(next, parent_ops)) break;
+      parent_ops.clear();
       island = Wider(island);
       if (island.empty()) return {{}, "the next island would be the whole model"};
       break;
     }
+    if (!parent_ops.empty()) next.push_back(parent_ops);
   }
   next = Normalized(base, next);
   const double share = Fp32WeightFraction(weights, IslandPolicy(base, next));
@@ -266,11 +283,23 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
   return {next, ""};
 }
 
+// Whether a run of the search kept exactly `islands` in FP32 and did not pass.
+bool FailedBefore(const Advice& advice, const Islands& islands) {
+  for (const AdviceRun& run : advice.runs) {
+    if (run.islands == islands && run.status != CellStatus::kPass) return true;
+  }
+  return false;
+}
+
 // Drops each island whose removal still passes (delta debugging).
 StatusOr<Islands> Shrink(Islands islands, Search& search, Advice* advice) {
   for (size_t i = 0; i < islands.size() && islands.size() > 1 && search.BudgetLeft(*advice);) {
     Islands fewer = islands;
     fewer.erase(fewer.begin() + static_cast<long>(i));
+    if (FailedBefore(*advice, fewer)) {
+      ++i;
+      continue;
+    }
     StatusOr<CellResult> r = search.Try(fewer, advice);
     if (!r.ok()) return r.status();
     if (r->status == CellStatus::kPass) {

@@ -14,11 +14,14 @@
 //      that overflowed where an island's output re-entered the reduced dtype); a culprit
 //      no island covers (NONFINITE -> FAIL elsewhere) gets an island of its own. A run that
 //      names no culprit (a FAIL of the reference model, which has no per-op hooks) widens
-//      the last culprit's island, or without one takes the next probe candidate;
+//      the last culprit's island, or without one takes the next probe candidate. A module
+//      island that left a finite FAIL where it was took its input rounded: before its
+//      parent, the parent's own ops ("PARENT:*", where that input is made) join it;
 //   3. stop when the next set would keep more than `max_weight_share` of the weights in
 //      FP32, or would be the whole model: the Advice says no island was found (after one
 //      run with the whole model in FP32, which tells a precision problem from another);
-//   4. shrink: drop each island whose removal still passes.
+//   4. shrink: drop each island whose removal still passes (a set already run is not
+//      run again).
 // Every step is a real run of the cell under a policy written to a file, the same file
 // form a matrix accepts, judged by the bound that judged the cell.
 #pragma once

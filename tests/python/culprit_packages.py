@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes two tiny TorchScript model packages with a planted defect whose culprit is
+"""Writes three tiny TorchScript model packages with a planted defect whose culprit is
 smaller than the module where its damage shows, for tests/python/test_culprit_advice.py.
 
   culprit_packages.py OUT_DIR
@@ -11,6 +11,11 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  q k^T of about 3e5: finite in FP32 and BF16, Inf in FP16, then NaN after
                  the softmax; no submodule holds the matmul or the softmax, so only op
                  islands ("denoiser:aten::matmul") cover them short of the whole denoiser.
+  drift-norm     the denoiser's own forward adds +64 to conv_in's output (~0.5) before a
+                 scripted GroupNorm: exact in FP32, the sum rounded to FP16 (2^-5 units)
+                 or BF16 (2^-2) loses h, and the norm's cancellation shows it. The norm in
+                 FP32 alone still takes the rounded sum: its parent's own ops
+                 ("denoiser:*") must hand it over in FP32, not the whole denoiser.
 """
 import os
 import sys
@@ -93,6 +98,17 @@ class RootLogitsDenoiser(nn.Module):
         return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
 
 
+class DriftNormDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.norm = nn.GroupNorm(2, 8)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        return self.conv_out(self.norm(self.conv_in(x) + 64.0))
+
+
 class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -123,6 +139,8 @@ def main():
     write(out_dir, "cancel-shift", CancelDenoiser())
     torch.manual_seed(5)
     write(out_dir, "root-logits", RootLogitsDenoiser())
+    torch.manual_seed(11)
+    write(out_dir, "drift-norm", DriftNormDenoiser())
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ two packages whose culprit is smaller than the module where the damage shows
   precision predicts), not the modules that carry it; the JSON and the store keep it;
 - `advise` returns the culprit's own island: an op at the root path is covered by op
   islands ("denoiser:aten::matmul"), not by "*" or the whole denoiser, and the policy it
-  prints, pasted into a matrix, passes."""
+  prints, pasted into a matrix, passes; a norm fed an offset its parent adds gets the
+  parent's own ops ("denoiser:*"), not the parent;
+- an op island on a scripted norm casts the norm's weight with its input."""
 import json
 import os
 import pathlib
@@ -29,7 +31,7 @@ def run(*args, cwd=None):
 def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
-    for name in ("cancel-shift", "root-logits"):
+    for name in ("cancel-shift", "root-logits", "drift-norm"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -111,3 +113,31 @@ def test_advise_says_no_island_within_the_share_instead_of_returning_the_whole_m
     assert r.returncode == 1, r.stdout + r.stderr
     advice = json.loads(out.read_text())
     assert advice["islands"] == [] and "no island of at most 0.0% of the weights" in advice["note"]
+
+
+def test_advise_hands_a_norm_its_input_from_the_parents_own_ops_not_the_whole_parent(packages, tmp_path):
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", packages / "drift-norm", "--policy", "fp16-emulated", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    advice = json.loads(out.read_text())
+    assert advice["status_before"] == "FAIL" and advice["status_after"] == "PASS"
+    assert advice["culprit"] == "denoiser.norm (aten::group_norm)"
+    # The norm alone in FP32 takes the sum rounded to FP16; the +64 is the denoiser's own op.
+    assert advice["islands"] == ["denoiser.norm", "denoiser:*"], advice["runs"]
+    tried = [run_["islands"] for run_ in advice["runs"]]
+    assert ["denoiser.norm"] in tried and ["denoiser"] not in tried
+    assert tried.count(["denoiser.norm"]) == 1  # shrinking does not run a failed set again
+
+
+def test_an_op_island_on_a_scripted_norm_casts_its_weight_with_its_input(packages, tmp_path):
+    # nn.GroupNorm scripted passes its weight to aten::group_norm as Tensor? (Optional).
+    policies = tmp_path / "islands.toml"
+    policies.write_text('[policy.norm-op]\nbased_on = "bf16"\nfp32_modules = ["denoiser.norm:aten::group_norm"]\n')
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "drift-norm", "--policy-file", policies, "--policy", "bf16,norm-op",
+            "--golden-dir", packages / "goldens", "--json", out)
+    cells = {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
+    assert cells["norm-op"]["status"] == "FAIL", cells["norm-op"]["reason"]  # judged, not a dtype ERROR
+    # The norm computes in FP32: only the BF16 rounding of its input is left.
+    assert cells["norm-op"]["metrics"]["min_psnr"] > cells["bf16"]["metrics"]["min_psnr"] + 3, r.stdout
