@@ -70,6 +70,7 @@ class TorchScriptModel : public VideoModel {
     observer_.set_observer(std::move(observer));
   }
   void SetMismatchLog(std::vector<DtypeMismatch>* log) override { observer_.set_mismatch_log(log); }
+  std::vector<std::string> TakeIslandInputMakers() override { return observer_.TakeIslandInputMakers(); }
   std::string CurrentModule() const override {
     return active_ ? active_->instrumentation->current_path() : "";
   }

@@ -1,4 +1,5 @@
-// Tests of ModuleShadow (the isolated error of each op) and of op-level FP32 islands, on
+// Tests of ModuleShadow (the isolated error of each op), of op-level FP32 islands and of
+// what a module island's input was made by, on
 // TorchScript modules compiled in C++ with define(), run as a package runs them: graph
 // instrumentation, a PackageObserver under the policy. Activations x (2, 4) float32.
 #include "pipelines/module_shadow.h"
@@ -241,6 +242,37 @@ TEST(OpIslandsTest, AViewOrACopyOfAnIslandOutputIsConvertedWhereItLeaves) {
         Forward(root, *instrumentation, observer, torch::full({2, 4}, 300.0)).isnan().any().item<bool>())
         << body;
   }
+}
+
+}  // namespace
+}  // namespace framegate
+
+namespace framegate {
+namespace {
+
+// m.norm (an island) takes (x + 64) through a transpose and a copy: the add made its input;
+// the product before it did not, and nothing is named without an island.
+TEST(IslandInputMakersTest, NamesTheOpOutsideTheIslandsThatMadeAnIslandsInput) {
+  jit::Module root("Drift");
+  root.register_module("norm", Leaf("Norm", "x - x.mean()"));
+  root.define(R"JIT(
+def forward(self, x):
+    h = x * 2.0
+    return self.norm.forward((h + 64.0).t().contiguous())
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  DtypePolicy policy = Fp16Emulated();
+  PackageObserver plain(policy, true);
+  Forward(root, *instrumentation, plain, torch::ones({2, 4}));
+  EXPECT_TRUE(plain.TakeIslandInputMakers().empty());
+  policy.fp32_modules = {"m.norm"};
+  PackageObserver islands(policy, true);
+  for (int forward = 0; forward < 2; ++forward) {
+    islands.BeginForward();
+    Forward(root, *instrumentation, islands, torch::ones({2, 4}));
+  }
+  EXPECT_EQ(islands.TakeIslandInputMakers(), std::vector<std::string>{"m:aten::add"});
+  EXPECT_TRUE(islands.TakeIslandInputMakers().empty());  // taken
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "pipelines/package_observer.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace framegate {
@@ -86,9 +87,24 @@ at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype
   return value;
 }
 
+void PackageObserver::RememberMaker(const at::Tensor& value, const std::string& entry) {
+  if (!value.defined() || !value.has_storage()) return;
+  const c10::Storage& storage = value.storage();
+  const c10::StorageImpl* key = storage.unsafeGetStorageImpl();
+  makers_.erase(key);
+  makers_.emplace(key, Maker{storage.getWeakStorageImpl(), entry});
+}
+
+std::string PackageObserver::MakerOf(const at::Tensor& value) const {
+  if (!value.defined() || !value.has_storage()) return "";
+  const auto found = makers_.find(value.storage().unsafeGetStorageImpl());
+  return found == makers_.end() ? "" : found->second.entry;
+}
+
 at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& site, int input_index,
                                    const at::Tensor& value) {
   if (site.kind == GraphSite::Kind::kCopyingView) {
+    if (track_makers_) copy_maker_ = MakerOf(value);
     if (policy_.emulate_fp16) would_be_.AddInput(site, input_index, value);
     return value;
   }
@@ -113,6 +129,11 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
   // A call into an island from outside it: its inputs enter in float32.
   const std::string callee = JoinModulePath(path, site.callee);
   if (!policy_.InFp32Module(callee) || policy_.InFp32Module(path)) return value;
+  const std::string maker = track_makers_ ? MakerOf(value) : "";
+  if (!maker.empty() && std::find(island_input_makers_.begin(), island_input_makers_.end(), maker) ==
+                            island_input_makers_.end()) {
+    island_input_makers_.push_back(maker);
+  }
   if (IsReducedFloat(value)) return value.to(at::kFloat);
   if (policy_.emulate_fp16 && IsFloat32(value) && would_be_.Of(value) != at::kFloat) {
     at::Tensor in = value.clone();
@@ -127,6 +148,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   (void)output_index;
   if (site.kind == GraphSite::Kind::kCopyingView) {
     // A copy is a new storage: it holds its input's would-be dtype (a view has it already).
+    if (track_makers_ && !copy_maker_.empty()) RememberMaker(value, copy_maker_);
     if (!policy_.emulate_fp16) return value;
     const c10::ScalarType dtype = would_be_.OutputDtype(site);
     if (IsFloat32(value) && would_be_.Of(value) == c10::ScalarType::Undefined) would_be_.Set(value, dtype);
@@ -150,6 +172,9 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
       const c10::ScalarType would_be = would_be_.OutputDtype(site);
       const c10::ScalarType dtype = in_island && would_be == would_be_.reduced() ? at::kFloat : would_be;
       out = Emulate(out, dtype, site.op == "aten::to" || site.op == "aten::type_as");
+    }
+    if (track_makers_ && !in_island && out.defined() && out.is_floating_point()) {
+      RememberMaker(out, path + ":" + site.op);  // an op island entry (op_islands.h)
     }
   }
   if (observer_ && out.defined() && out.is_floating_point()) {

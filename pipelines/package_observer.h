@@ -20,11 +20,14 @@
 //   - the dtype audit: every op with a weight (linear, conv, matmul with a parameter)
 //     whose input dtype differs from the weight's, by module path;
 //   - the ModuleObserver (NaN localisation, probes, SQNR) sees every module output and
-//     every op output, named by module path and op.
+//     every op output, named by module path and op;
+//   - with FP32 islands: which op made each value that enters an island from outside
+//     (TakeIslandInputMakers), for the advisor.
 // Not thread-safe; one per model.
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pipelines/accumulation_emulation.h"
@@ -38,13 +41,24 @@ namespace framegate {
 class PackageObserver : public GraphObserver {
  public:
   PackageObserver(DtypePolicy policy, bool on_cpu)
-      : policy_(std::move(policy)), accumulation_(AccumulationOf(policy_, on_cpu)) {}
+      : policy_(std::move(policy)),
+        accumulation_(AccumulationOf(policy_, on_cpu)),
+        track_makers_(!policy_.fp32_modules.empty()) {}
 
   // A parameter or buffer of module `module_path` (after the policy placed it): its
   // would-be dtype for the FP16 emulation.
   void AddParameter(const std::string& module_path, const at::Tensor& value);
   // Before each forward of a root module: forgets the last forward's values.
-  void BeginForward() { would_be_.ClearActivations(); }
+  void BeginForward() {
+    would_be_.ClearActivations();
+    makers_.clear();
+  }
+  // The ops (as op island entries, "decoder.out_mix:aten::add") outside any island whose
+  // outputs (or views or copies of them) entered an FP32 module island from a caller
+  // outside it, first seen first, since the last call; then forgets them. An island that
+  // takes its input rounded where it was made (an offset added before a norm) needs that
+  // op in FP32 with it.
+  std::vector<std::string> TakeIslandInputMakers() { return std::move(island_input_makers_); }
 
   void set_step(int step) { step_ = step; }
   void set_observer(ModuleObserver observer) { observer_ = std::move(observer); }
@@ -107,6 +121,19 @@ class PackageObserver : public GraphObserver {
   std::vector<DtypeMismatch>* mismatch_log_ = nullptr;
   PendingOp pending_;
   DtypePropagation would_be_;  // used under emulate_fp16 only
+
+  // The op that made a storage's value, with a weak reference that keeps the StorageImpl
+  // object allocated (as DtypePropagation's entries do). Kept when the policy has islands.
+  struct Maker {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    std::string entry;
+  };
+  void RememberMaker(const at::Tensor& value, const std::string& entry);
+  std::string MakerOf(const at::Tensor& value) const;
+  bool track_makers_;
+  std::unordered_map<const c10::StorageImpl*, Maker> makers_;
+  std::string copy_maker_;  // the maker of the running copying view's input
+  std::vector<std::string> island_input_makers_;
 };
 
 // "denoiser.blocks.1" + "ff" -> "denoiser.blocks.1.ff"; "" callee -> path.

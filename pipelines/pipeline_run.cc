@@ -235,6 +235,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   outcome.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   model.SetObserver(on_module);
   outcome.observed = JoinNotes(model.ObservedSummary(), numerics.recorded);
+  model.TakeIslandInputMakers();  // a kept model's last run's
 
   bool threw = true;
   try {
@@ -251,6 +252,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
     if (outcome.kind == RunEnd::kUnsupported) outcome.unsupported = outcome.error.Reason();
   }
   model.SetObserver(nullptr);
+  outcome.island_input_makers = model.TakeIslandInputMakers();
   if (models != nullptr && !threw) models->Keep(std::move(built));
   return outcome;
 }

@@ -48,6 +48,8 @@ struct PipelineOutcome {
   int64_t weight_bytes = 0;         // bytes of the stored weights on the device
   int64_t parameters = 0;
   std::string observed;  // VideoModel::ObservedSummary(): "" when everything is seen
+  // VideoModel::TakeIslandInputMakers() of this run (finished or not).
+  std::vector<std::string> island_input_makers;
 };
 
 // Models that RunPipeline built, kept for a later run of the same model, policy, device,

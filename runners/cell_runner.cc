@@ -371,6 +371,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     result.error_op = outcome->error.graph_op;
   }
   result.observed = outcome->observed;
+  result.island_input_makers = outcome->island_input_makers;
   for (const std::string* note : {&compute_note, &fp64_missing}) {
     if (!note->empty()) result.observed += (result.observed.empty() ? "" : "; ") + *note;
   }

@@ -132,14 +132,16 @@ std::string Wider(const std::string& island) {
   return parent == "*" ? "" : parent;
 }
 
-// The ops at the own level of a module island's parent ("decoder:*" for "decoder.norm"),
-// where the island's input is made when the parent's forward computes it (an offset added
-// before a norm); "" for an op island or a root module. They hold no weights of the parent's
-// submodules, and their outputs reach the island unrounded (op_islands.h).
-std::string ParentOpsOf(const std::string& island) {
-  if (IsOpIslandEntry(island)) return "";
-  const std::string parent = ParentModule(island);
-  return parent.empty() || parent == "*" ? "" : OpIslandEntry(parent, "*");
+// The ops that made the inputs of `failed`'s module islands (CellResult::island_input_makers)
+// and are not islands yet: kept in FP32 as op islands, they hand their outputs to the
+// island unrounded (op_islands.h), where a module island takes the value as it was made.
+Islands NewInputMakers(const DtypePolicy& base, const Islands& islands, const CellResult& failed) {
+  Islands out;
+  for (const std::string& entry : failed.island_input_makers) {
+    const Culprit op{ModuleOfIslandEntry(entry), entry.substr(entry.find(':') + 1)};
+    if (!Contains(islands, entry) && !Covers(base, islands, op)) out.push_back(entry);
+  }
+  return out;
 }
 
 // Drops every island another one covers ("a.b.c" under "a.b"; "a.b:aten::mm" under "a.b").
@@ -254,19 +256,19 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
     // FP32 may take a value that overflowed where an island's output re-entered the
     // reduced dtype (x300 kept in FP32 by an island, cast to FP16 by the residual add
     // after it): its module takes that boundary inside. A module island that left a finite
-    // error where it was took its input rounded: first the parent's own ops that make that
-    // input join it (no weights), then the parent.
-    std::string parent_ops;
-    for (std::string& island : next) {
-      if (!Covers(base, {island}, c)) continue;
-      parent_ops = unmoved ? ParentOpsOf(island) : "";
-      if (!parent_ops.empty() && !Contains(next, parent_ops)) break;
-      parent_ops.clear();
-      island = Wider(island);
-      if (island.empty()) return {{}, "the next island would be the whole model"};
-      break;
+    // error where it was took its input rounded where it was made (an offset added before a
+    // norm): first the ops that made its inputs join it (no weights), then the parent.
+    const Islands makers = unmoved ? NewInputMakers(base, islands, failed) : Islands();
+    if (!makers.empty()) {
+      next.insert(next.end(), makers.begin(), makers.end());
+    } else {
+      for (std::string& island : next) {
+        if (!Covers(base, {island}, c)) continue;
+        island = Wider(island);
+        if (island.empty()) return {{}, "the next island would be the whole model"};
+        break;
+      }
     }
-    if (!parent_ops.empty()) next.push_back(parent_ops);
   }
   next = Normalized(base, next);
   const double share = Fp32WeightFraction(weights, IslandPolicy(base, next));

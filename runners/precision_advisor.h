@@ -15,8 +15,9 @@
 //      no island covers (NONFINITE -> FAIL elsewhere) gets an island of its own. A run that
 //      names no culprit (a FAIL of the reference model, which has no per-op hooks) widens
 //      the last culprit's island, or without one takes the next probe candidate. A module
-//      island that left a finite FAIL where it was took its input rounded: before its
-//      parent, the parent's own ops ("PARENT:*", where that input is made) join it;
+//      island that left a finite FAIL where it was took its input rounded where it was
+//      made: before its parent, the ops that made its inputs join it as op islands
+//      (CellResult::island_input_makers, "decoder.out_mix:aten::add");
 //   3. stop when the next set would keep more than `max_weight_share` of the weights in
 //      FP32, or would be the whole model: the Advice says no island was found (after one
 //      run with the whole model in FP32, which tells a precision problem from another);

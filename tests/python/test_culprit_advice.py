@@ -5,8 +5,8 @@ two packages whose culprit is smaller than the module where the damage shows
   precision predicts), not the modules that carry it; the JSON and the store keep it;
 - `advise` returns the culprit's own island: an op at the root path is covered by op
   islands ("denoiser:aten::matmul"), not by "*" or the whole denoiser, and the policy it
-  prints, pasted into a matrix, passes; a norm fed an offset its parent adds gets the
-  parent's own ops ("denoiser:*"), not the parent;
+  prints, pasted into a matrix, passes; a norm fed an offset its parent adds gets the op
+  that adds it ("denoiser:aten::add"), not the parent;
 - an op island on a scripted norm casts the norm's weight with its input."""
 import json
 import os
@@ -115,7 +115,7 @@ def test_advise_says_no_island_within_the_share_instead_of_returning_the_whole_m
     assert advice["islands"] == [] and "no island of at most 0.0% of the weights" in advice["note"]
 
 
-def test_advise_hands_a_norm_its_input_from_the_parents_own_ops_not_the_whole_parent(packages, tmp_path):
+def test_advise_keeps_the_op_that_makes_a_norms_input_with_it_not_the_whole_parent(packages, tmp_path):
     out = tmp_path / "advice.json"
     r = run("advise", "--model", packages / "drift-norm", "--policy", "fp16-emulated", "--golden-dir",
             packages / "goldens", "--json", out)
@@ -123,8 +123,8 @@ def test_advise_hands_a_norm_its_input_from_the_parents_own_ops_not_the_whole_pa
     advice = json.loads(out.read_text())
     assert advice["status_before"] == "FAIL" and advice["status_after"] == "PASS"
     assert advice["culprit"] == "denoiser.norm (aten::group_norm)"
-    # The norm alone in FP32 takes the sum rounded to FP16; the +64 is the denoiser's own op.
-    assert advice["islands"] == ["denoiser.norm", "denoiser:*"], advice["runs"]
+    # The norm alone in FP32 takes the sum rounded to FP16: the add that makes it joins.
+    assert advice["islands"] == ["denoiser.norm", "denoiser:aten::add"], advice["runs"]
     tried = [run_["islands"] for run_ in advice["runs"]]
     assert ["denoiser.norm"] in tried and ["denoiser"] not in tried
     assert tried.count(["denoiser.norm"]) == 1  # shrinking does not run a failed set again
