@@ -36,6 +36,16 @@ HOLDOUT = [
                (4, 4, 8, 8), (4, 16), ("ddim", 12, 4.0),
                lambda g, c, **kw: zm.UViT(g, c[0], c[1], 64, 2, 8, **kw),
                lambda g, **kw: zm.TimeMixDecoder(g[0], g[1], 32, **kw)),
+    # Blocks none of the designs above use: RMSNorm, 3D RoPE, float32 modulation, a causal
+    # VAE with channel RMS norms, frame attention and a pixel-shuffle up.
+    zoo.Design("holdout-wan", "Wan-style DiT 48 wide, 3 RoPE blocks, Euler CFG 5; Wan-style causal VAE",
+               False, (4, 4, 8, 8), (6, 24), ("euler", 8, 5.0),
+               lambda g, c, **kw: zm.WanDiT(g, c[1], 48, 3, 4, **kw),
+               lambda g, **kw: zm.WanDecoder(g[0], g[1], 32, **kw)),
+    zoo.Design("holdout-wan-gn-traced", "the same, traced, DDIM, a GroupNorm before conv_out", True,
+               (4, 4, 8, 8), (6, 24), ("ddim", 8, 5.0),
+               lambda g, c, **kw: zm.WanDiT(g, c[1], 48, 3, 4, **kw),
+               lambda g, **kw: zm.WanDecoder(g[0], g[1], 32, group_norm=True, **kw)),
 ]
 
 

@@ -274,7 +274,8 @@ def init_trained_like(design: str, root: str, model: nn.Module) -> None:
             mod.bias.copy_(0.05 * torch.randn(mod.bias.shape, generator=g))
     for name, p in model.named_parameters(recurse=True):
         leaf = name.rsplit(".", 1)[-1]
-        if leaf in ("pos_embed", "spatial_pos", "scale_shift_table", "final_table"):
+        if leaf in ("pos_embed", "spatial_pos", "scale_shift_table", "final_table", "modulation",
+                    "head_modulation"):
             g = _param_generator(design, f"{root}.{name}")
             p.copy_(torch.randn(p.shape, generator=g) * 0.3)
 

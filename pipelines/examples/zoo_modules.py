@@ -585,6 +585,130 @@ class PixArt(nn.Module):
         return x + self.patchify.unpatchify(out)
 
 
+class RMSNorm(nn.Module):
+    """Wan / HunyuanVideo RMSNorm: the mean square in float32, cast back, times a gain."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def rope_angles(frames: int, h: int, w: int, head_dim: int) -> Tensor:
+    """3D rotary angles [frames*h*w, head_dim/2] in float32: the head's pairs split over
+    time, height and width, each axis at 10000^(-2i/d) per position."""
+    d_t = (head_dim // 3) // 2 * 2
+    d_h = (head_dim - d_t) // 4 * 2
+    d_w = head_dim - d_t - d_h
+    parts = []
+    for n, d, axis in ((frames, d_t, 0), (h, d_h, 1), (w, d_w, 2)):
+        inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        ang = torch.arange(n, dtype=torch.float32)[:, None] * inv[None, :]
+        view = [1, 1, 1, d // 2]
+        view[axis] = n
+        parts.append(ang.view(view).expand(frames, h, w, d // 2))
+    return torch.cat(parts, dim=-1).reshape(frames * h * w, head_dim // 2)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x [B, H, N, hd]: each pair rotated in float32, cast back to x's dtype."""
+    xf = x.float().unflatten(-1, (-1, 2))
+    a, b = xf[..., 0], xf[..., 1]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2).type_as(x)
+
+
+class RopeAttention(nn.Module):
+    """Wan-style self-attention: separate q/k/v, RMSNorm on q and k, 3D RoPE, softmax in
+    float32."""
+
+    def __init__(self, dim: int, heads: int, grid: Tuple[int, int, int]) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.o = nn.Linear(dim, dim)
+        self.norm_q = RMSNorm(dim)
+        self.norm_k = RMSNorm(dim)
+        ang = rope_angles(grid[0], grid[1], grid[2], self.head_dim)
+        self.register_buffer("cos", torch.cos(ang), persistent=False)
+        self.register_buffer("sin", torch.sin(ang), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        q = self.norm_q(self.q(x)).unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)
+        k = self.norm_k(self.k(x)).unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)
+        v = self.v(x).unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)
+        q = apply_rope(q, self.cos, self.sin)
+        k = apply_rope(k, self.cos, self.sin)
+        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        a = torch.softmax(s.float(), dim=-1).type_as(v)
+        return self.o(torch.matmul(a, v).transpose(1, 2).flatten(2))
+
+
+class WanBlock(nn.Module):
+    """Wan 2.x block: a learned modulation table plus the time projection, added and applied
+    in float32 (shift, scale, gate for self-attention and the FFN); cross-attention to the
+    text with an affine LayerNorm; GELU-tanh FFN (3x)."""
+
+    def __init__(self, dim: int, heads: int, grid: Tuple[int, int, int]) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = RopeAttention(dim, heads, grid)
+        self.norm3 = nn.LayerNorm(dim, eps=1e-6)
+        self.cross = CrossAttention(dim, dim, heads)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.ffn = nn.Sequential(nn.Linear(dim, 3 * dim), nn.GELU(approximate="tanh"),
+                                 nn.Linear(3 * dim, dim))
+        self.modulation = nn.Parameter(torch.zeros(1, 6, dim))
+
+    def forward(self, x: Tensor, e: Tensor, ctx: Tensor) -> Tensor:
+        m = (self.modulation.float() + e.float()).chunk(6, dim=1)  # e [B, 6, D] float32
+        y = self.attn((self.norm1(x).float() * (1 + m[1]) + m[0]).type_as(x))
+        x = x + (y.float() * m[2]).type_as(x)
+        x = x + self.cross(self.norm3(x), ctx)
+        y = self.ffn((self.norm2(x).float() * (1 + m[4]) + m[3]).type_as(x))
+        return x + (y.float() * m[5]).type_as(x)
+
+
+class WanDiT(nn.Module):
+    """Wan-style DiT: Conv3d patch embedding (1x2x2), a text MLP, the time MLP kept in float32
+    and projected to 6 modulations per block, RoPE blocks, a modulated head."""
+
+    def __init__(self, geo, cond_dim: int, dim: int, depth: int, heads: int) -> None:
+        super().__init__()
+        c, t, h, w = geo
+        self.geo = geo
+        self.patch = nn.Conv3d(c, dim, (1, 2, 2), stride=(1, 2, 2))
+        self.text = nn.Sequential(nn.Linear(cond_dim, dim), nn.GELU(approximate="tanh"), nn.Linear(dim, dim))
+        self.time = nn.Sequential(nn.Linear(32, dim), nn.SiLU(), nn.Linear(dim, dim))
+        self.time_proj = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
+        self.blocks = nn.ModuleList([WanBlock(dim, heads, (t, h // 2, w // 2)) for _ in range(depth)])
+        self.head_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.head_modulation = nn.Parameter(torch.zeros(1, 2, dim))
+        self.head = nn.Linear(dim, 4 * c)
+
+    def output_layer(self) -> nn.Module:
+        return self.head
+
+    def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
+        c, frames, height, width = self.geo
+        h = self.patch(x).flatten(2).transpose(1, 2)
+        e = self.time(sinusoid(t, 32).type_as(h)).float()
+        e6 = self.time_proj(e.type_as(h)).float().unflatten(1, (6, -1))
+        ctx = self.text(cond)
+        for block in self.blocks:
+            h = block(h, e6, ctx)
+        m = (self.head_modulation.float() + e[:, None]).chunk(2, dim=1)
+        y = self.head((self.head_norm(h).float() * (1 + m[1]) + m[0]).type_as(h))
+        y = y.unflatten(1, (frames, height // 2, width // 2)).unflatten(-1, (2, 2, c))
+        y = y.permute(0, 6, 1, 2, 4, 3, 5).reshape(-1, c, frames, height, width)
+        return x + y
+
+
 # --- decoders --------------------------------------------------------------------------------
 
 class ResBlock2d(nn.Module):
@@ -809,3 +933,82 @@ class KeyframeMotionDecoder(nn.Module):
         h = self.up(self.mid(h))
         out = torch.tanh(self.conv_out(F.silu(self.norm_out(h))))
         return batch_to_frames(out, self.frames)
+
+
+class ChannelRMSNorm(nn.Module):
+    """Wan VAE's RMS_norm over channels: F.normalize(x, dim=1) * sqrt(C) * gamma."""
+
+    def __init__(self, ch: int) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(ch, 1, 1, 1))
+        self.scale = ch ** 0.5
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.normalize(x, dim=1) * self.scale * self.gamma
+
+
+class PaddedCausalConv3d(nn.Module):
+    """3x3x3 Conv3d padded with zeros: two past frames, one pixel each side."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(cin, cout, 3)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.conv(F.pad(x, (1, 1, 1, 1, 2, 0)))
+
+
+class WanResBlock(nn.Module):
+    def __init__(self, ch: int) -> None:
+        super().__init__()
+        self.norm1 = ChannelRMSNorm(ch)
+        self.conv1 = PaddedCausalConv3d(ch, ch)
+        self.norm2 = ChannelRMSNorm(ch)
+        self.conv2 = PaddedCausalConv3d(ch, ch)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.conv2(F.silu(self.norm2(self.conv1(F.silu(self.norm1(x))))))
+
+
+class FrameAttention(nn.Module):
+    """Per-frame single-head attention over pixels with 1x1 conv projections (VAE mid-block)."""
+
+    def __init__(self, ch: int) -> None:
+        super().__init__()
+        self.norm = ChannelRMSNorm(ch)
+        self.qkv = nn.Conv2d(ch, 3 * ch, 1)
+        self.proj = nn.Conv2d(ch, ch, 1)
+        self.scale = 1.0 / math.sqrt(ch)
+
+    def forward(self, x: Tensor) -> Tensor:
+        frames, height, width = x.shape[2], x.shape[3], x.shape[4]
+        q, k, v = self.qkv(frames_to_batch(self.norm(x))).flatten(2).chunk(3, dim=1)  # [BT, C, HW]
+        a = torch.softmax(torch.matmul(q.transpose(1, 2), k) * self.scale, dim=-1)
+        o = torch.matmul(v, a.transpose(1, 2)).unflatten(2, (height, width))
+        return x + batch_to_frames(self.proj(o), frames)
+
+
+class WanDecoder(nn.Module):
+    """Wan-VAE-style causal decoder: conv_in, resnet, frame attention, resnet, 2x up by
+    conv + pixel shuffle per frame, resnet, a final norm (channel RMS, or GroupNorm), SiLU,
+    conv_out, tanh."""
+
+    def __init__(self, channels: int, frames: int, width: int = 32, group_norm: bool = False) -> None:
+        super().__init__()
+        self.frames = frames
+        self.conv_in = PaddedCausalConv3d(channels, width)
+        self.mid1 = WanResBlock(width)
+        self.attn = FrameAttention(width)
+        self.mid2 = WanResBlock(width)
+        self.up_conv = nn.Conv2d(width, 4 * width, 3, padding=1)
+        self.up_res = WanResBlock(width)
+        self.norm_out = nn.GroupNorm(GROUPS, width) if group_norm else ChannelRMSNorm(width)
+        self.conv_out = PaddedCausalConv3d(width, 3)
+
+    def output_layer(self) -> nn.Module:
+        return self.conv_out.conv
+
+    def forward(self, z: Tensor) -> Tensor:
+        h = self.mid2(self.attn(self.mid1(self.conv_in(z))))
+        h = batch_to_frames(F.pixel_shuffle(self.up_conv(frames_to_batch(h)), 2), self.frames)
+        return torch.tanh(self.conv_out(F.silu(self.norm_out(self.up_res(h)))))
