@@ -8,7 +8,29 @@
 
 namespace framegate {
 
+namespace {
+
+// Writes `content` into an existing file that is not a regular one (/dev/null, a FIFO):
+// a rename onto it would replace it with a regular file.
+Status WriteInPlace(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Status::IoError(path + ": cannot write: " + std::strerror(errno));
+  out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  out.close();
+  if (!out) return Status::IoError(path + ": write failed");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  std::error_code error;
+  const std::filesystem::file_type type = std::filesystem::status(path, error).type();
+  if (type == std::filesystem::file_type::directory) return Status::IoError(path + ": is a folder");
+  if (!error && type != std::filesystem::file_type::regular &&
+      type != std::filesystem::file_type::not_found) {
+    return WriteInPlace(path, content);
+  }
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
