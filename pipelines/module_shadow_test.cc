@@ -244,12 +244,6 @@ TEST(OpIslandsTest, AViewOrACopyOfAnIslandOutputIsConvertedWhereItLeaves) {
   }
 }
 
-}  // namespace
-}  // namespace framegate
-
-namespace framegate {
-namespace {
-
 // m.norm (an island) takes (x + 64) through a transpose and a copy: the add made its input;
 // the product before it did not, and nothing is named without an island.
 TEST(IslandInputMakersTest, NamesTheOpOutsideTheIslandsThatMadeAnIslandsInput) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "pipelines/op_islands.h"
+
 namespace framegate {
 namespace {
 
@@ -174,7 +176,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
       out = Emulate(out, dtype, site.op == "aten::to" || site.op == "aten::type_as");
     }
     if (track_makers_ && !in_island && out.defined() && out.is_floating_point()) {
-      RememberMaker(out, path + ":" + site.op);  // an op island entry (op_islands.h)
+      RememberMaker(out, OpIslandEntry(path, site.op));
     }
   }
   if (observer_ && out.defined() && out.is_floating_point()) {
