@@ -363,6 +363,10 @@ Command AddRegressionsCommand(CLI::App& parent) {
   app->add_option("--fdr", o->regressions.fdr, "False discovery rate across all series and tracks")
       ->check(CLI::Range(1e-12, 0.5))
       ->capture_default_str();
+  app->add_option("--environment-fdr", o->regressions.environment_fdr,
+                  "False discovery rate of the changes tested where the environment fingerprint changed")
+      ->check(CLI::Range(1e-12, 0.5))
+      ->capture_default_str();
   CLI::Option* accept = app->add_option("--accept", o->accept.cell_id,
                                         "Re-baseline: the change of CELL_ID from --since RUN is intended");
   CLI::Option* all =

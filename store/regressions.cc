@@ -24,13 +24,13 @@ struct ValueTrack {
   double (*value)(const SeriesPoint&);
   double floor_relative, floor_absolute;
 };
-constexpr double kPsnrCapDb = 100;
+constexpr double kPsnrCapDb = 100;  // +inf PSNR (identical frames) counts as 100 dB
 // A one-night change is shown as pending when it is this many standard errors out.
 constexpr double kPendingZ = 5;
-// How many runs a change point may be off the fingerprint change and still be labelled
-// environment (bench/alert_quality.py: with 1, 7 of 80 +50% environment changes were
-// called regressions).
-constexpr size_t kEnvironmentSlack = 2;  // +inf PSNR (identical frames) counts as 100 dB
+// How many runs a failing streak may begin off the fingerprint change and still be
+// labelled environment. (Value tracks test the fingerprint change's own night instead:
+// JudgeEnvironment.)
+constexpr size_t kEnvironmentSlack = 2;
 
 const ValueTrack kValueTracks[] = {
     {"latency_median_s", true, -1, 0, 0.005, 0, [](const SeriesPoint& p) { return p.latency / p.load; }, -1,
@@ -41,13 +41,17 @@ const ValueTrack kValueTracks[] = {
     {"rel_l2", true, -1, 0, 0.005, 0, [](const SeriesPoint& p) { return p.rel_l2; }, 0.01, 0},
 };
 
-// One flagged series, before grouping. `p` is the change's p-value (the FDR control
-// confirms it or not); 0 for status and run/tag-baseline flags, which are not tested.
+// Which family of tests a flag's p-value belongs to: each family has its own FDR control.
+// Status and run/tag-baseline flags are not tested (kNone: kept as they are).
+enum class Test { kNone, kShift, kEnvironment };
+
+// One flagged series, before grouping. `p` is the change's p-value (the FDR control of
+// its `test` family confirms it or not).
 struct Flag {
   RegressionFinding finding;  // cell_ids/models hold this series only
   std::string model;
   SeriesAlert alert;
-  bool tested = false;  // goes through the FDR control with p-value `p`
+  Test test = Test::kNone;
   double p = 0;
 };
 
@@ -59,6 +63,8 @@ class SeriesJudge {
 
   // Value tests run so far (series x track with enough points): the m of the FDR control.
   size_t tests() const { return tests_; }
+  // Environment tests run so far (series x track with a fingerprint change in the window).
+  size_t environment_tests() const { return environment_tests_; }
   int accepted_series() const { return accepted_series_; }
 
   // Appends the series' flags; returns its FlakyCell when it is flaky (then nothing else).
@@ -282,6 +288,15 @@ class SeriesJudge {
     rule.floor = std::max(relative * level, track.floor_absolute);
     if (!(hi - lo > rule.floor)) return;  // most series: nothing moved
     const double sigma = NoiseSigma(x);
+    // A fingerprint change in the window gets its own test at the night it happened, and
+    // the rule below judges the newest environment only: no before segment spans the
+    // change, so a driver or LibTorch update is never a code regression.
+    const size_t env_from = EnvironmentStart(points, at, at.size());
+    if (env_from > 0) {
+      JudgeEnvironment(s, points, x, at, track, sigma, rule, env_from, flags);
+      x.erase(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(env_from));
+      at.erase(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(env_from));
+    }
     Shift worse, better;
     NewestShifts(x, sigma, rule, &worse, &better);
     const bool is_worse = worse.found() && (!better.found() || worse.z >= better.z);
@@ -303,8 +318,55 @@ class SeriesJudge {
     flag.finding.current = to_value * shift.after;
     FillMagnitude(flag.finding.baseline, flag.finding.current, sigma, &flag.alert);
     flag.p = shift.p;
-    flag.tested = true;
-    LabelEnvironment(points, at[static_cast<size_t>(shift.start)], &flag);
+    flag.test = Test::kShift;
+    flags->push_back(flag);
+  }
+
+  // The index in `at` of the first point of the newest environment among at[0..end)
+  // (the points of `points` they index); 0 when they all share one.
+  size_t EnvironmentStart(const std::vector<const SeriesPoint*>& points, const std::vector<size_t>& at,
+                          size_t end) const {
+    for (size_t i = end; i-- > 1;) {
+      if (RunOf(points[at[i]]).environment != RunOf(points[at[i - 1]]).environment) return i;
+    }
+    return 0;
+  }
+
+  // The environment test: the points since the fingerprint changed (x[from..], one night
+  // is enough: the night is known, nothing is searched) against the median of the (up to
+  // max_before, at least min_before) points of the environment before. z as NewestShift's,
+  // two-sided p, controlled apart from the regression tests (environment_fdr). Never a
+  // regression: kind "environment", the changed fields named.
+  void JudgeEnvironment(const Series& s, const std::vector<const SeriesPoint*>& points,
+                        const std::vector<double>& x, const std::vector<size_t>& at, const ValueTrack& track,
+                        double sigma, const ShiftRule& rule, size_t from, std::vector<Flag>* flags) {
+    const size_t previous = EnvironmentStart(points, at, from);
+    const size_t begin = std::max(previous, from > static_cast<size_t>(rule.max_before)
+                                                ? from - static_cast<size_t>(rule.max_before)
+                                                : size_t{0});
+    if (from - begin < static_cast<size_t>(rule.min_before)) return;
+    ++environment_tests_;
+    std::vector<double> before(x.begin() + static_cast<std::ptrdiff_t>(begin),
+                               x.begin() + static_cast<std::ptrdiff_t>(from));
+    const double level = Median(before);
+    const double na = static_cast<double>(x.size() - from), nb = static_cast<double>(before.size());
+    const double after = Mean(x, static_cast<int>(from), static_cast<int>(x.size()));
+    const double shift = after - level;
+    if (!(std::fabs(shift) > rule.floor)) return;
+    const double noise = std::max(sigma, SampleStddev(before));
+    const double se = noise * std::sqrt(1 / na + (M_PI / 2) / nb);
+    const double sign = track.higher_is_worse ? 1 : -1;
+    Flag flag =
+        MakeFlag(s, shift > 0 ? "worse" : "better", track.name, points[at[from]], static_cast<int>(na));
+    flag.finding.pending = false;
+    flag.finding.alert = flag.alert.kind = "environment";
+    flag.alert.changed =
+        FingerprintChanges(RunOf(points[at[from - 1]]).fingerprint, RunOf(points[at[from]]).fingerprint);
+    flag.finding.baseline = sign * level;
+    flag.finding.current = sign * after;
+    FillMagnitude(flag.finding.baseline, flag.finding.current, sigma, &flag.alert);
+    flag.p = se > 0 ? std::erfc(std::fabs(shift) / se / std::sqrt(2.0)) : 0.0;
+    flag.test = Test::kEnvironment;
     flags->push_back(flag);
   }
 
@@ -363,7 +425,7 @@ class SeriesJudge {
     const double n1 = steps.front(), n2 = n - steps.back();
     const double z = (last - first) / (noise * std::sqrt(1 / n1 + 1 / n2));
     flag.p = 0.5 * std::erfc(z / std::sqrt(2.0));
-    flag.tested = true;
+    flag.test = Test::kShift;
     int begin = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       const int end = k + 1 < steps.size() ? steps[k + 1] : n;
@@ -372,7 +434,6 @@ class SeriesJudge {
           {run.run_id, run.git_sha, sign * Mean(x, begin, steps[k]), sign * Mean(x, steps[k], end)});
       begin = steps[k];
     }
-    LabelEnvironment(points, at[static_cast<size_t>(steps.back())], &flag);
     flags->push_back(flag);
   }
 
@@ -381,6 +442,7 @@ class SeriesJudge {
   const RegressionOptions& options_;
   const Acceptances& accepted_;
   size_t tests_ = 0;
+  size_t environment_tests_ = 0;
   int accepted_series_ = 0;
 };
 
@@ -472,14 +534,14 @@ void SetLoadFactors(SeriesData* data) {
   }
 }
 
-// The FDR control: the tested flags (value changes of last-good series) get their Benjamini-Hochberg q-value
-// over every value test judged (`tests`); those above `fdr` are dropped. Status and run/tag-baseline flags
-// are not tested (kept).
-void ControlFalseDiscoveries(size_t tests, double fdr, std::vector<Flag>* flags) {
+// The FDR control of one test family: its flags get their Benjamini-Hochberg q-value over
+// every test of the family judged (`tests`); those above `fdr` are dropped. Other flags
+// are kept as they are.
+void ControlFalseDiscoveries(Test family, size_t tests, double fdr, std::vector<Flag>* flags) {
   std::vector<double> p;
   std::vector<size_t> tested;
   for (size_t i = 0; i < flags->size(); ++i) {
-    if (!(*flags)[i].tested) continue;
+    if ((*flags)[i].test != family) continue;
     p.push_back((*flags)[i].p);
     tested.push_back(i);
   }
@@ -553,7 +615,8 @@ StatusOr<RegressionReport> FindRegressions(ResultStore& store, const RegressionO
     SeriesJudge judge(*data, *baseline, options, acceptances);
     for (const Series& s : data->series) judge.Judge(s, &flags, &report.flaky);
     report.accepted = judge.accepted_series();
-    ControlFalseDiscoveries(judge.tests(), options.fdr, &flags);
+    ControlFalseDiscoveries(Test::kShift, judge.tests(), options.fdr, &flags);
+    ControlFalseDiscoveries(Test::kEnvironment, judge.environment_tests(), options.environment_fdr, &flags);
     FG_RETURN_IF_ERROR(FillReasons(db, &flags));
     for (const Flag& f : flags) report.alerts.push_back(f.alert);
     for (const FlakyCell& c : report.flaky) {

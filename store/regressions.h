@@ -37,6 +37,7 @@ struct RegressionOptions {
   int min_consecutive = 2;             // the confirmation rule for status: failing nights in a row
   int confirm_values = 3;              // ... for latency and metrics: nights at the new level
   double fdr = 1e-4;                   // false discovery rate across all series x tracks
+  double environment_fdr = 1e-2;       // ... across the environment tests (a known night)
 };
 constexpr int kDefaultWindowDays = 14;
 

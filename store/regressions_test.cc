@@ -195,6 +195,66 @@ TEST(RegressionAlertsTest, AChangeWhereTheEnvironmentChangedIsEnvironmentNotAReg
   EXPECT_GT(slower->confidence, 0.99);
 }
 
+const SeriesAlert* AlertOf(const RegressionReport& r, const std::string& cell_id, const std::string& track,
+                           const std::string& kind) {
+  for (const SeriesAlert& a : r.alerts) {
+    if (a.cell_id == cell_id && a.track == track && a.kind == kind) return &a;
+  }
+  return nullptr;
+}
+
+TEST(RegressionAlertsTest, AnEnvironmentChangeIsTestedOnItsOwnNight) {
+  // LibTorch 2.6 on the newest night only, seed 0 30% slower: environment from that one
+  // night (the night is known), not a pending regression.
+  TestDb file("alerts-env-night");
+  auto store = History(file, 7, [](int night, int seed, RunInfo* info, CellResult* r) {
+    if (night < 6) return;
+    info->libtorch_version = "2.6.0";
+    if (seed == 0) Scale(r, 1.3);
+  });
+  StatusOr<RegressionReport> r = FindRegressions(*store, RegressionOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string cell = SyntheticCellResult(0, "cuda:0", 0).cell.Id();
+  const SeriesAlert* slower = AlertOf(*r, cell, "latency_median_s");
+  ASSERT_NE(slower, nullptr) << FormatRegressions(*r);
+  EXPECT_EQ(slower->kind, "environment");
+  EXPECT_EQ(slower->change, "worse");
+  EXPECT_EQ(slower->nights, 1);
+  EXPECT_TRUE(slower->confirmed);
+  EXPECT_EQ(slower->changed, std::vector<std::string>{"libtorch_version: 1.13.0 -> 2.6.0"});
+  EXPECT_EQ(AlertOf(*r, SyntheticCellResult(1, "cuda:0", 0).cell.Id(), "latency_median_s"), nullptr);
+}
+
+TEST(RegressionAlertsTest, ACodeChangeAfterAnEnvironmentChangeIsJudgedInTheNewEnvironment) {
+  // LibTorch 2.6 from night 4 (seed 0 and 1: 30% slower), then seed 0 30% slower again
+  // from night 10 (the code): one environment change each, one regression for seed 0's
+  // second step, measured against the new environment's level.
+  TestDb file("alerts-env-then-code");
+  auto store = History(file, 15, [](int night, int seed, RunInfo* info, CellResult* r) {
+    if (night < 4) return;
+    info->libtorch_version = "2.6.0";
+    if (seed < 2) Scale(r, 1.3);
+    if (seed == 0 && night >= 10) Scale(r, 1.3);
+  });
+  StatusOr<RegressionReport> r = FindRegressions(*store, RegressionOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->regressions(), 1) << FormatRegressions(*r);
+  const std::string cell = SyntheticCellResult(0, "cuda:0", 0).cell.Id();
+  const SeriesAlert* code = AlertOf(*r, cell, "latency_median_s", "regression");
+  ASSERT_NE(code, nullptr) << FormatRegressions(*r);
+  EXPECT_TRUE(code->confirmed);
+  EXPECT_EQ(code->since_run, NightId(10));
+  EXPECT_NEAR(code->relative, 0.3, 0.01);
+  const SeriesAlert* environment = AlertOf(*r, cell, "latency_median_s", "environment");
+  ASSERT_NE(environment, nullptr);
+  EXPECT_EQ(environment->since_run, NightId(4));
+  const SeriesAlert* other =
+      AlertOf(*r, SyntheticCellResult(1, "cuda:0", 0).cell.Id(), "latency_median_s", "environment");
+  ASSERT_NE(other, nullptr);
+  EXPECT_NEAR(other->relative, 0.3, 0.01);
+  EXPECT_EQ(other->nights, 11);
+}
+
 TEST(RegressionAlertsTest, OneNightOutliersAndImprovementsAreNotRegressions) {
   TestDb file("alerts-outlier");
   auto store = History(file, 11, [](int night, int seed, RunInfo*, CellResult* r) {
