@@ -179,13 +179,14 @@ TEST(QualificationStoreTest, AVersion8FileMigratesKeepingItsRowsAndTakesVerdicts
   }
   auto store = ResultStore::Open(file.path());
   ASSERT_TRUE(store.ok()) << store.status().message();
-  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), 9);
+  EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), kStoreSchemaVersion);
   StatusOr<RunRecord> run = (*store)->LoadRun("v8-run");
   ASSERT_TRUE(run.ok()) << run.status().message();
   EXPECT_EQ(run->info.fingerprint, "{\"cpu_isa\": \"avx2\"}");
   ASSERT_EQ(run->cells.size(), 1u);
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM accepted_changes"), 1);
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM series_points"), 1);
+  EXPECT_EQ(QueryInt(file.path(), "SELECT cell_row FROM series_points"), 1);  // version 10
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM qualifications"), 0);
   ASSERT_TRUE((*store)->RecordQualification("v8-run", {Device("cpu", DeviceVerdict::kFaulty)}).ok());
   EXPECT_EQ((*store)->DeviceVerdicts("cpu")->size(), 1u);
@@ -194,7 +195,7 @@ TEST(QualificationStoreTest, AVersion8FileMigratesKeepingItsRowsAndTakesVerdicts
   ASSERT_TRUE(ResultStore::Open(fresh.path()).ok());
   StatusOr<DbCheckReport> check = CheckDatabase(file.path());
   ASSERT_TRUE(check.ok()) << check.status().message();
-  EXPECT_EQ(check->schema_version, 9);
+  EXPECT_EQ(check->schema_version, kStoreSchemaVersion);
   bool listed = false;
   for (const auto& [table, rows] : check->table_rows)
     listed = listed || (table == "qualifications" && rows == 1);

@@ -153,7 +153,7 @@ struct RawPoint {
 Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t begin, size_t end,
                      const Specs& specs, std::vector<std::vector<RawPoint>>* out) {
   StatusOr<SqliteStatement> points = db.Prepare(
-      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2 "
+      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row "
       "FROM series_points WHERE run_id = ?");
   if (!points.ok()) return points.status();
   struct Slot {  // a position's cell id (16 hex digits; other ids are looked up each time)
@@ -197,6 +197,7 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
       p.point.min_psnr = row_of.Real(3);
       p.point.mean_ssim = row_of.Real(4);
       p.point.rel_l2 = row_of.Real(5);
+      p.point.recorded = row_of.Int(6);
     }
     row_of.Reset();
   }

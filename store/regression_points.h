@@ -28,9 +28,11 @@ struct SeriesPoint {
   int run = 0;  // index into SeriesData::runs
   CellStatus status = CellStatus::kPass;
   double latency = 0, min_psnr = 0, mean_ssim = 0, rel_l2 = 0;  // NaN when absent
-  // The run's load on this series' device: latency / load is what `regressions` judges
-  // (regressions.cc, LoadFactors). 1 until set.
-  double load = 1;
+  int64_t recorded = 0;  // the cell's row in `cells`: the order its run recorded it (0: unknown)
+  // The run's load on this series' device, and the load of the cells recorded next to
+  // this one: latency / load is what `regressions` judges, latency / neighbour_load what
+  // its environment test judges (regressions.cc, SetLoadFactors). 1 until set.
+  double load = 1, neighbour_load = 1;
 };
 
 struct Series {

@@ -120,10 +120,10 @@ TEST_F(RegressionsTest, FlagsLatencyJumpsAndCreepingLatency) {
   EXPECT_NE(Find(*r, "worse", "latency_median_s", 3), nullptr) << FormatRegressions(*r);
 }
 
-// One series per seed on one device, `nights` nights of 0.5 s +-0.2% jitter; `change`
-// edits night n's run and result.
+// One series per seed (`seeds` of them, recorded in seed order) on one device, `nights`
+// nights of 0.5 s +-0.2% jitter; `change` edits night n's run and result.
 template <typename Change>
-std::unique_ptr<ResultStore> History(const TestDb& file, int nights, Change change) {
+std::unique_ptr<ResultStore> History(const TestDb& file, int nights, Change change, int seeds = 3) {
   auto opened = ResultStore::Open(file.path());
   EXPECT_TRUE(opened.ok());
   std::unique_ptr<ResultStore> store = std::move(*opened);
@@ -133,7 +133,7 @@ std::unique_ptr<ResultStore> History(const TestDb& file, int nights, Change chan
     RunInfo info = SyntheticRunInfo(NightId(night), day);
     info.git_sha = "sha" + std::to_string(night);  // a new commit every night
     std::vector<CellResult> cells;
-    for (int seed = 0; seed < 3; ++seed) {
+    for (int seed = 0; seed < seeds; ++seed) {
       CellResult r = SyntheticCellResult(seed, "cuda:0", 0);
       const double latency = 0.5 * (1 + 0.002 * ((night * 5 + seed) % 3 - 1));
       r.timings.generation_seconds = {latency, latency, latency};
@@ -253,6 +253,31 @@ TEST(RegressionAlertsTest, ACodeChangeAfterAnEnvironmentChangeIsJudgedInTheNewEn
   ASSERT_NE(other, nullptr);
   EXPECT_NEAR(other->relative, 0.3, 0.01);
   EXPECT_EQ(other->nights, 11);
+}
+
+TEST(RegressionAlertsTest, TheEnvironmentTestTakesTheLoadOfTheCellsRecordedNextToTheCell) {
+  // Ten cells a night; on every other night the load arrives halfway through: the last
+  // five cells recorded run 1.6x slower. LibTorch 2.6 from night 9, and seed 8 (among the
+  // five) 30% slower with it. Its neighbours carry the same load, so the 30% stands out;
+  // one load factor for the whole run would leave +-23% alternating on the cell.
+  TestDb file("alerts-load");
+  auto store = History(
+      file, 12,
+      [](int night, int seed, RunInfo* info, CellResult* r) {
+        if (night % 2 == 1 && seed >= 5) Scale(r, 1.6);
+        if (night < 9) return;
+        info->libtorch_version = "2.6.0";
+        if (seed == 8) Scale(r, 1.3);
+      },
+      10);
+  StatusOr<RegressionReport> r = FindRegressions(*store, RegressionOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->regressions(), 0) << FormatRegressions(*r);
+  const SeriesAlert* slower = AlertOf(*r, SyntheticCellResult(8, "cuda:0", 0).cell.Id(), "latency_median_s");
+  ASSERT_NE(slower, nullptr) << FormatRegressions(*r);
+  EXPECT_EQ(slower->kind, "environment");
+  EXPECT_EQ(slower->since_run, NightId(9));
+  EXPECT_NEAR(slower->relative, 0.3, 0.02);
 }
 
 TEST(RegressionAlertsTest, OneNightOutliersAndImprovementsAreNotRegressions) {

@@ -356,6 +356,34 @@ CREATE VIEW device_verdicts AS
   FROM qualifications q JOIN runs r ON r.run_id = q.run_id;
 )sql";
 
+// v9 -> v10: series_points.cell_row, the cell's row in `cells` (the order a run recorded
+// its cells: the order they ran in, near enough). `regressions` takes a cell's load from
+// the cells recorded just before and after it (regressions.cc, SetLoadFactors). The insert
+// and update triggers now copy it; existing points get it from `cells`.
+constexpr const char* kMigrateV9ToV10 = R"sql(
+ALTER TABLE series_points ADD COLUMN cell_row INTEGER;
+UPDATE series_points SET cell_row =
+  (SELECT c.id FROM cells c WHERE c.run_id = series_points.run_id AND c.cell_id = series_points.cell_id);
+DROP TRIGGER series_points_cell_insert;
+DROP TRIGGER series_points_cell_update;
+CREATE TRIGGER series_points_cell_insert AFTER INSERT ON cells BEGIN
+  INSERT OR REPLACE INTO series_points (run_id, cell_id, status, latency_median_s, min_psnr,
+                                        mean_ssim, rel_l2, cell_row)
+    SELECT new.run_id, new.cell_id, new.status, new.latency_median_s, m.min_psnr,
+           m.mean_ssim, m.rel_l2, new.id
+    FROM (SELECT 1) LEFT JOIN metrics m ON m.cell_row = new.id;
+END;
+CREATE TRIGGER series_points_cell_update
+  AFTER UPDATE OF run_id, cell_id, status, latency_median_s ON cells BEGIN
+  DELETE FROM series_points WHERE run_id = old.run_id AND cell_id = old.cell_id;
+  INSERT OR REPLACE INTO series_points (run_id, cell_id, status, latency_median_s, min_psnr,
+                                        mean_ssim, rel_l2, cell_row)
+    SELECT new.run_id, new.cell_id, new.status, new.latency_median_s, m.min_psnr,
+           m.mean_ssim, m.rel_l2, new.id
+    FROM (SELECT 1) LEFT JOIN metrics m ON m.cell_row = new.id;
+END;
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -410,10 +438,13 @@ Status MigrateV7ToV8(SqliteDb& db) { return db.Exec(kMigrateV7ToV8); }
 
 Status MigrateV8ToV9(SqliteDb& db) { return db.Exec(kMigrateV8ToV9); }
 
+Status MigrateV9ToV10(SqliteDb& db) { return db.Exec(kMigrateV9ToV10); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
 constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4, MigrateV4ToV5,
-                                    MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8, MigrateV8ToV9};
+                                    MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8, MigrateV8ToV9,
+                                    MigrateV9ToV10};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

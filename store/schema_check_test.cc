@@ -89,7 +89,7 @@ TEST(SchemaCheckTest, MissingTablesIndexesTriggersAndViewsAreEachNamed) {
   EXPECT_EQ(Problems(file.path()),
             (std::vector<std::string>{
                 "table runs missing", "index runs_by_start missing", "index cells_by_cell_id missing",
-                "trigger series_points_cell_insert missing", "view cell_results missing"}));
+                "view cell_results missing", "trigger series_points_cell_insert missing"}));
 }
 
 TEST(SchemaCheckTest, WrongColumnTypesAndMissingConstraintsAreNamed) {
