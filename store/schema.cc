@@ -442,9 +442,9 @@ Status MigrateV9ToV10(SqliteDb& db) { return db.Exec(kMigrateV9ToV10); }
 
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4, MigrateV4ToV5,
-                                    MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8, MigrateV8ToV9,
-                                    MigrateV9ToV10};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4,
+                                    MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8,
+                                    MigrateV8ToV9, MigrateV9ToV10};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

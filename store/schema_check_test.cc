@@ -87,9 +87,9 @@ TEST(SchemaCheckTest, MissingTablesIndexesTriggersAndViewsAreEachNamed) {
           "DROP TABLE runs; DROP INDEX cells_by_cell_id; DROP TRIGGER series_points_cell_insert; "
           "DROP VIEW cell_results");
   EXPECT_EQ(Problems(file.path()),
-            (std::vector<std::string>{
-                "table runs missing", "index runs_by_start missing", "index cells_by_cell_id missing",
-                "view cell_results missing", "trigger series_points_cell_insert missing"}));
+            (std::vector<std::string>{"table runs missing", "index runs_by_start missing",
+                                      "index cells_by_cell_id missing", "view cell_results missing",
+                                      "trigger series_points_cell_insert missing"}));
 }
 
 TEST(SchemaCheckTest, WrongColumnTypesAndMissingConstraintsAreNamed) {
