@@ -1,4 +1,4 @@
-"""Qualification verdicts in the store (schema 9) through the real binary: `history
+"""Qualification verdicts in the store (schema 9 on) through the real binary: `history
 --qualification --device`, `db check`, `db migrate` from version 8, and `merge`.
 
 Runs are written with `framegate db test-write` (hidden, test-only); their verdicts are
@@ -96,21 +96,48 @@ def test_history_qualification_bad_input(tmp_path):
         sql(db, "UPDATE qualifications SET verdict = 'FAIL'")
 
 
+# The two series_points triggers as schema versions 3-9 wrote them (store/schema.cc).
+V3_POINT_TRIGGERS = """
+DROP TRIGGER series_points_cell_insert;
+DROP TRIGGER series_points_cell_update;
+ALTER TABLE series_points DROP COLUMN cell_row;
+CREATE TRIGGER series_points_cell_insert AFTER INSERT ON cells BEGIN
+  INSERT OR REPLACE INTO series_points (run_id, cell_id, status, latency_median_s, min_psnr,
+                                        mean_ssim, rel_l2)
+    SELECT new.run_id, new.cell_id, new.status, new.latency_median_s, m.min_psnr,
+           m.mean_ssim, m.rel_l2
+    FROM (SELECT 1) LEFT JOIN metrics m ON m.cell_row = new.id;
+END;
+CREATE TRIGGER series_points_cell_update
+  AFTER UPDATE OF run_id, cell_id, status, latency_median_s ON cells BEGIN
+  DELETE FROM series_points WHERE run_id = old.run_id AND cell_id = old.cell_id;
+  INSERT OR REPLACE INTO series_points (run_id, cell_id, status, latency_median_s, min_psnr,
+                                        mean_ssim, rel_l2)
+    SELECT new.run_id, new.cell_id, new.status, new.latency_median_s, m.min_psnr,
+           m.mean_ssim, m.rel_l2
+    FROM (SELECT 1) LEFT JOIN metrics m ON m.cell_row = new.id;
+END;
+"""
+
+
 def test_a_version_8_file_migrates_keeping_its_rows(tmp_path):
     db = tmp_path / "v8.db"
     r = run("db", "test-write", "--db", db, "--run-id", "old", "--cells", 3, "--finish")
     assert r.returncode == 0, r.stderr
-    # Version 8 is version 9 without what 8 -> 9 adds.
+    # Version 8 is the current version without what 8 -> 9 and 9 -> 10 add (10: the
+    # series_points column the two point-writing triggers fill, which had their version 3 text).
     with sqlite3.connect(db) as conn:
-        conn.executescript("DROP VIEW device_verdicts; DROP TABLE qualifications; PRAGMA user_version = 8;")
+        conn.executescript("DROP VIEW device_verdicts; DROP TABLE qualifications; " + V3_POINT_TRIGGERS +
+                           "PRAGMA user_version = 8;")
     check = run("db", "check", "--db", db)
     assert check.returncode == 0 and "schema version 8 (older" in check.stdout, check.stdout
     assert "qualifications" not in check.stdout
     r = run("db", "migrate", "--db", db)
-    assert r.returncode == 0 and r.stdout.strip() == f"{db}: schema version 8 -> 9", r.stdout
+    assert r.returncode == 0 and r.stdout.strip() == f"{db}: schema version 8 -> 10", r.stdout
     assert sql(db, "SELECT count(*) FROM cells WHERE run_id = 'old'") == [(3,)]
+    assert sql(db, "SELECT count(*) FROM series_points p JOIN cells c ON c.id = p.cell_row") == [(3,)]
     check = run("db", "check", "--db", db)
-    assert check.returncode == 0 and "schema version 9, journal wal" in check.stdout, check.stdout
+    assert check.returncode == 0 and "schema version 10, journal wal" in check.stdout, check.stdout
     assert "  qualifications: 0" in check.stdout.splitlines()
     sql(db, "DROP VIEW device_verdicts")
     one_line_error(run("db", "check", "--db", db), "view device_verdicts missing")
