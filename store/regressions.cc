@@ -553,14 +553,22 @@ void SetLoadFactors(SeriesData* data) {
           {p.recorded, p.latency / median, &p});
     }
   }
+  // Only the environment test reads neighbour_load: without a fingerprint change in the
+  // loaded runs (most nights), neither the sort nor the windows are needed.
+  bool environment_changed = false;
+  for (size_t i = 1; i < data->runs.size(); ++i) {
+    environment_changed = environment_changed || data->runs[i].environment != data->runs[i - 1].environment;
+  }
   std::vector<double> near;
   for (std::vector<Ratio>& run : runs) {
     if (run.size() < kMinLoadCells) continue;
-    std::stable_sort(run.begin(), run.end(),
-                     [](const Ratio& a, const Ratio& b) { return a.recorded < b.recorded; });
     near.clear();
     for (const Ratio& r : run) near.push_back(r.ratio);
     const double whole = Median(near);
+    for (Ratio& r : run) r.point->load = whole;
+    if (!environment_changed) continue;
+    std::stable_sort(run.begin(), run.end(),
+                     [](const Ratio& a, const Ratio& b) { return a.recorded < b.recorded; });
     const size_t n = run.size();
     for (size_t i = 0; i < n; ++i) {
       // The window of kLoadNeighbours + 1 cells around i, moved inward at the ends; i
@@ -573,7 +581,6 @@ void SetLoadFactors(SeriesData* data) {
         if (j != i) neighbours[k++] = run[j].ratio;
       }
       std::sort(neighbours.begin(), neighbours.end());
-      run[i].point->load = whole;
       run[i].point->neighbour_load =
           0.5 * (neighbours[kLoadNeighbours / 2 - 1] + neighbours[kLoadNeighbours / 2]);
     }
