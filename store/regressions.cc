@@ -290,18 +290,22 @@ class SeriesJudge {
     const double level = lo > 0 || hi < 0 ? std::min(std::fabs(lo), std::fabs(hi)) : 0.0;
     const double relative = track.floor_relative < 0 ? options_.min_effect : track.floor_relative;
     rule.floor = std::max(relative * level, track.floor_absolute);
+    // A fingerprint change in the window gets its own test at the night it happened
+    // (counted for its FDR control whether or not the series moved), and the rule below
+    // judges the newest environment only: no before segment spans the change, so a driver
+    // or LibTorch update is never a code regression.
+    const size_t env_from = EnvironmentStart(points, at, at.size());
+    const size_t env_begin = env_from > 0 ? EnvironmentBefore(points, at, env_from, rule) : 0;
+    const bool env_tested = env_from - env_begin >= static_cast<size_t>(rule.min_before);
+    environment_tests_ += env_tested;
     if (!(hi - lo > rule.floor)) return;  // most series: nothing moved
     const double sigma = NoiseSigma(x);
-    // A fingerprint change in the window gets its own test at the night it happened, and
-    // the rule below judges the newest environment only: no before segment spans the
-    // change, so a driver or LibTorch update is never a code regression.
-    const size_t env_from = EnvironmentStart(points, at, at.size());
-    if (env_from > 0 && track.environment_value == nullptr) {
-      JudgeEnvironment(s, points, x, at, track, sigma, rule, env_from, flags);
-    } else if (env_from > 0) {
+    if (env_tested && track.environment_value == nullptr) {
+      JudgeEnvironment(s, points, x, at, track, sigma, rule, env_begin, env_from, flags);
+    } else if (env_tested) {
       std::vector<double> y;
       for (size_t i : at) y.push_back(sign * track.environment_value(*points[i]));
-      JudgeEnvironment(s, points, y, at, track, NoiseSigma(y), rule, env_from, flags);
+      JudgeEnvironment(s, points, y, at, track, NoiseSigma(y), rule, env_begin, env_from, flags);
     }
     if (env_from > 0) {
       x.erase(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(env_from));
@@ -342,20 +346,23 @@ class SeriesJudge {
     return 0;
   }
 
+  // The first index of the environment test's before segment for a change at `from`: up
+  // to max_before points of the environment before it (the test needs min_before).
+  size_t EnvironmentBefore(const std::vector<const SeriesPoint*>& points, const std::vector<size_t>& at,
+                           size_t from, const ShiftRule& rule) const {
+    const size_t max_before = static_cast<size_t>(rule.max_before);
+    return std::max(EnvironmentStart(points, at, from), from > max_before ? from - max_before : size_t{0});
+  }
+
   // The environment test: the points since the fingerprint changed (x[from..], one night
-  // is enough: the night is known, nothing is searched) against the median of the (up to
-  // max_before, at least min_before) points of the environment before. z as NewestShift's,
-  // two-sided p, controlled apart from the regression tests (environment_fdr). Never a
-  // regression: kind "environment", the changed fields named.
+  // is enough: the night is known, nothing is searched) against the median of x[begin,
+  // from), the environment before. z as NewestShift's, two-sided p, controlled apart from
+  // the regression tests (environment_fdr). Never a regression: kind "environment", the
+  // changed fields named.
   void JudgeEnvironment(const Series& s, const std::vector<const SeriesPoint*>& points,
                         const std::vector<double>& x, const std::vector<size_t>& at, const ValueTrack& track,
-                        double sigma, const ShiftRule& rule, size_t from, std::vector<Flag>* flags) {
-    const size_t previous = EnvironmentStart(points, at, from);
-    const size_t begin = std::max(previous, from > static_cast<size_t>(rule.max_before)
-                                                ? from - static_cast<size_t>(rule.max_before)
-                                                : size_t{0});
-    if (from - begin < static_cast<size_t>(rule.min_before)) return;
-    ++environment_tests_;
+                        double sigma, const ShiftRule& rule, size_t begin, size_t from,
+                        std::vector<Flag>* flags) const {
     std::vector<double> before(x.begin() + static_cast<std::ptrdiff_t>(begin),
                                x.begin() + static_cast<std::ptrdiff_t>(from));
     const double level = Median(before);
