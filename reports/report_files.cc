@@ -10,10 +10,10 @@ namespace framegate {
 
 namespace {
 
-// Writes `content` into an existing file that is not a regular one (/dev/null, a FIFO):
-// a rename onto it would replace it with a regular file.
-Status WriteInPlace(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary);
+// Writes `content` into `file` (truncating it), errors naming `path`: the target itself,
+// or its temporary file.
+Status WriteTo(const std::string& file, const std::string& path, const std::string& content) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out) return Status::IoError(path + ": cannot write: " + std::strerror(errno));
   out.write(content.data(), static_cast<std::streamsize>(content.size()));
   out.close();
@@ -29,18 +29,14 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
   if (type == std::filesystem::file_type::directory) return Status::IoError(path + ": is a folder");
   if (!error && type != std::filesystem::file_type::regular &&
       type != std::filesystem::file_type::not_found) {
-    return WriteInPlace(path, content);
+    // /dev/null, a FIFO: a rename onto it would replace it with a regular file.
+    return WriteTo(path, path, content);
   }
   const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::IoError(path + ": cannot write: " + std::strerror(errno));
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.close();
-    if (!out) {
-      std::remove(temporary.c_str());
-      return Status::IoError(path + ": write failed");
-    }
+  const Status written = WriteTo(temporary, path, content);
+  if (!written.ok()) {
+    std::remove(temporary.c_str());
+    return written;
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const std::string reason = std::strerror(errno);

@@ -300,12 +300,14 @@ class SeriesJudge {
     environment_tests_ += env_tested;
     if (!(hi - lo > rule.floor)) return;  // most series: nothing moved
     const double sigma = NoiseSigma(x);
-    if (env_tested && track.environment_value == nullptr) {
-      JudgeEnvironment(s, points, x, at, track, sigma, rule, env_begin, env_from, flags);
-    } else if (env_tested) {
-      std::vector<double> y;
-      for (size_t i : at) y.push_back(sign * track.environment_value(*points[i]));
-      JudgeEnvironment(s, points, y, at, track, NoiseSigma(y), rule, env_begin, env_from, flags);
+    if (env_tested) {
+      std::vector<double> y;  // the test's own values, when the track has them
+      if (track.environment_value != nullptr) {
+        for (size_t i : at) y.push_back(sign * track.environment_value(*points[i]));
+      }
+      const std::vector<double>& values = y.empty() ? x : y;
+      JudgeEnvironment(s, points, values, at, track, y.empty() ? sigma : NoiseSigma(y), rule, env_begin,
+                       env_from, flags);
     }
     if (env_from > 0) {
       x.erase(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(env_from));

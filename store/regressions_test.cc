@@ -146,9 +146,11 @@ std::unique_ptr<ResultStore> History(const TestDb& file, int nights, Change chan
   return store;
 }
 
-const SeriesAlert* AlertOf(const RegressionReport& r, const std::string& cell_id, const std::string& track) {
+// The first alert of the cell's track (of that kind, when given).
+const SeriesAlert* AlertOf(const RegressionReport& r, const std::string& cell_id, const std::string& track,
+                           const std::string& kind = "") {
   for (const SeriesAlert& a : r.alerts) {
-    if (a.cell_id == cell_id && a.track == track) return &a;
+    if (a.cell_id == cell_id && a.track == track && (kind.empty() || a.kind == kind)) return &a;
   }
   return nullptr;
 }
@@ -193,14 +195,6 @@ TEST(RegressionAlertsTest, AChangeWhereTheEnvironmentChangedIsEnvironmentNotAReg
   EXPECT_EQ(slower->nights, 3);
   EXPECT_NEAR(slower->relative, 0.3, 0.01);
   EXPECT_GT(slower->confidence, 0.99);
-}
-
-const SeriesAlert* AlertOf(const RegressionReport& r, const std::string& cell_id, const std::string& track,
-                           const std::string& kind) {
-  for (const SeriesAlert& a : r.alerts) {
-    if (a.cell_id == cell_id && a.track == track && a.kind == kind) return &a;
-  }
-  return nullptr;
 }
 
 TEST(RegressionAlertsTest, AnEnvironmentChangeIsTestedOnItsOwnNight) {
