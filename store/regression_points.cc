@@ -166,6 +166,7 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
   for (size_t run = begin; run < end; ++run) {
     SqliteStatement& row_of = points->Bind(1, runs[run].run_id);
     std::vector<RawPoint>& run_points = (*out)[run];
+    run_points.reserve(slots.size());  // most runs hold the cells of the run before
     for (size_t position = 0;; ++position) {
       StatusOr<bool> row = row_of.Step();
       if (!row.ok()) return row.status();

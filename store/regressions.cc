@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "store/regression_accept.h"
 #include "store/regression_points.h"
@@ -272,8 +274,10 @@ class SeriesJudge {
   void JudgeShift(const Series& s, const std::vector<const SeriesPoint*>& points, const ValueTrack& track,
                   std::vector<Flag>* flags) {
     const double sign = track.higher_is_worse ? 1 : -1;
-    std::vector<double> x;
-    std::vector<size_t> at;  // index in points of x[i]
+    std::vector<double>& x = shift_values_;
+    std::vector<size_t>& at = shift_at_;  // index in points of x[i]
+    x.clear();
+    at.clear();
     double lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < points.size(); ++i) {
       const double v = track.value(*points[i]);
@@ -395,6 +399,15 @@ class SeriesJudge {
                     const std::vector<double>& x, const std::vector<size_t>& at, const ValueTrack& track,
                     double sigma, ShiftRule rule, std::vector<Flag>* flags) const {
     if (rule.confirm <= 1) return false;
+    // Necessary (skips the search for most series): the newest point exceeds the lowest of
+    // the points its before segment takes by more than the floor and kPendingZ x sigma
+    // (the median of before is at least that lowest, the standard error at least sigma).
+    const size_t n = x.size();
+    if (n < 2) return false;
+    const double lowest = *std::min_element(
+        x.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(n, static_cast<size_t>(rule.max_before) + 1)),
+        x.end() - 1);
+    if (!(x.back() - lowest > rule.floor) || x.back() - lowest < kPendingZ * sigma) return false;
     rule.confirm = 1;
     const Shift one = NewestShift(x, sigma, rule);
     if (!one.found() || one.start != static_cast<int>(x.size()) - 1 || one.z < kPendingZ) return false;
@@ -463,6 +476,9 @@ class SeriesJudge {
   size_t tests_ = 0;
   size_t environment_tests_ = 0;
   int accepted_series_ = 0;
+  // JudgeShift's values and their indices, kept between series (no allocation per series).
+  std::vector<double> shift_values_;
+  std::vector<size_t> shift_at_;
 };
 
 // Merges flags of one (kind, track, family, pending) into one finding per group.
@@ -622,6 +638,54 @@ void ControlFalseDiscoveries(Test family, size_t tests, double fdr, std::vector<
   *flags = std::move(kept);
 }
 
+// Every series judged: the flags and flaky cells in series order, and the counts of the
+// FDR controls.
+struct JudgedSeries {
+  std::vector<Flag> flags;
+  std::vector<FlakyCell> flaky;
+  size_t tests = 0, environment_tests = 0;
+  int accepted_series = 0;
+};
+
+// Judges data.series in contiguous slices, one thread each (series are independent), and
+// joins the slices in order: the same result as one thread (options.judge_threads).
+constexpr size_t kJudgeThreads = 8;
+constexpr size_t kSeriesPerThread = 2000;  // below this a thread costs more than it saves
+JudgedSeries JudgeAll(const SeriesData& data, const BaselineChoice& baseline,
+                      const RegressionOptions& options, const Acceptances& accepted) {
+  const size_t n = data.series.size();
+  const size_t wanted =
+      options.judge_threads > 0
+          ? static_cast<size_t>(options.judge_threads)
+          : std::min<size_t>({std::thread::hardware_concurrency(), n / kSeriesPerThread, kJudgeThreads});
+  const size_t threads = std::max<size_t>(std::min(wanted, n), 1);
+  std::vector<JudgedSeries> slices(threads);
+  auto judge_slice = [&](size_t k) {
+    SeriesJudge judge(data, baseline, options, accepted);
+    JudgedSeries& out = slices[k];
+    for (size_t i = n * k / threads; i < n * (k + 1) / threads; ++i) {
+      judge.Judge(data.series[i], &out.flags, &out.flaky);
+    }
+    out.tests = judge.tests();
+    out.environment_tests = judge.environment_tests();
+    out.accepted_series = judge.accepted_series();
+  };
+  std::vector<std::thread> workers;
+  for (size_t k = 1; k < threads; ++k) workers.emplace_back(judge_slice, k);
+  judge_slice(0);
+  for (std::thread& w : workers) w.join();
+  JudgedSeries all = std::move(slices[0]);
+  for (size_t k = 1; k < threads; ++k) {
+    JudgedSeries& slice = slices[k];
+    std::move(slice.flags.begin(), slice.flags.end(), std::back_inserter(all.flags));
+    std::move(slice.flaky.begin(), slice.flaky.end(), std::back_inserter(all.flaky));
+    all.tests += slice.tests;
+    all.environment_tests += slice.environment_tests;
+    all.accepted_series += slice.accepted_series;
+  }
+  return all;
+}
+
 // The newest failure's reason, for status findings (read for these few cells only).
 Status FillReasons(SqliteDb& db, std::vector<Flag>* flags) {
   StatusOr<SqliteStatement> stmt =
@@ -674,11 +738,12 @@ StatusOr<RegressionReport> FindRegressions(ResultStore& store, const RegressionO
     StatusOr<std::vector<Acceptance>> accepted = LoadAcceptances(db);
     if (!accepted.ok()) return accepted.status();
     const Acceptances acceptances(std::move(*accepted));
-    SeriesJudge judge(*data, *baseline, options, acceptances);
-    for (const Series& s : data->series) judge.Judge(s, &flags, &report.flaky);
-    report.accepted = judge.accepted_series();
-    ControlFalseDiscoveries(Test::kShift, judge.tests(), options.fdr, &flags);
-    ControlFalseDiscoveries(Test::kEnvironment, judge.environment_tests(), options.environment_fdr, &flags);
+    JudgedSeries judged = JudgeAll(*data, *baseline, options, acceptances);
+    flags = std::move(judged.flags);
+    report.flaky = std::move(judged.flaky);
+    report.accepted = judged.accepted_series;
+    ControlFalseDiscoveries(Test::kShift, judged.tests, options.fdr, &flags);
+    ControlFalseDiscoveries(Test::kEnvironment, judged.environment_tests, options.environment_fdr, &flags);
     FG_RETURN_IF_ERROR(FillReasons(db, &flags));
     for (const Flag& f : flags) report.alerts.push_back(f.alert);
     for (const FlakyCell& c : report.flaky) {

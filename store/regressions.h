@@ -38,6 +38,9 @@ struct RegressionOptions {
   int confirm_values = 3;              // ... for latency and metrics: nights at the new level
   double fdr = 1e-4;                   // false discovery rate across all series x tracks
   double environment_fdr = 1e-2;       // ... across the environment tests (a known night)
+  // Threads that judge the series (the result does not depend on it): 0 = the machine's
+  // cores, at most 8, each with 2,000 series or more; N = N slices (tests).
+  int judge_threads = 0;
 };
 constexpr int kDefaultWindowDays = 14;
 

@@ -338,6 +338,21 @@ TEST_F(RegressionsTest, FlakyCellsAreListedApart) {
   EXPECT_EQ(r->regressions(), 3);  // seed 0 failing, seed 2 slower, seed 3 creeping
 }
 
+TEST_F(RegressionsTest, TheSeriesJudgedOnSeveralThreadsGiveTheSameReport) {
+  RegressionOptions one;
+  one.judge_threads = 1;
+  StatusOr<RegressionReport> serial = FindRegressions(*store_, one);
+  ASSERT_TRUE(serial.ok());
+  ASSERT_EQ(serial->regressions(), 3);
+  for (int threads : {2, 5, 40}) {  // 40: more threads than series (one each)
+    RegressionOptions many;
+    many.judge_threads = threads;
+    StatusOr<RegressionReport> parallel = FindRegressions(*store_, many);
+    ASSERT_TRUE(parallel.ok());
+    EXPECT_EQ(RegressionsToJson(*parallel).dump(), RegressionsToJson(*serial).dump()) << threads;
+  }
+}
+
 TEST_F(RegressionsTest, BaselineRunTagAndWindow) {
   RegressionOptions options;
   options.baseline = NightId(5);

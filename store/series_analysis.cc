@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace framegate {
 namespace {
@@ -55,7 +56,7 @@ double NoiseSigma(const std::vector<double>& x) {
   if (x.size() < 3) return 0;
   std::vector<double> diffs;
   for (size_t i = 1; i < x.size(); ++i) diffs.push_back(std::fabs(x[i] - x[i - 1]));
-  return Median(diffs) / (0.6745 * std::sqrt(2.0));
+  return Median(std::move(diffs)) / (0.6745 * std::sqrt(2.0));
 }
 
 Streak TrailingStreak(const std::vector<double>& x, const ViolationRule& rule, int reference_points) {
