@@ -13,6 +13,7 @@ Cells run with --threads 1: with 2 OpenMP threads on an oversubscribed 2-core ma
 tiny cell took over 120 s (every cell a TIMEOUT), one thread 1-6 s.
 
   /usr/bin/python3 bench/alert_record.py --bin build/bin/framegate --nights 32
+  /usr/bin/python3 bench/alert_record.py --bin build/bin/framegate --nights 12 --append  # 12 more
 """
 import argparse
 import json
@@ -72,13 +73,20 @@ def main():
     ap.add_argument("--busy-loops", action="store_true", help="one busy loop on a random half of the nights")
     ap.add_argument("--seed", type=int, default=24)
     ap.add_argument("--work", default="", help="folder for the store and run.json files (default: a temp dir)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the fixture's nights and template and record --nights more after them")
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="framegate-aa-"))
     work.mkdir(parents=True, exist_ok=True)
     db = str(work / "aa.db")
     rng = random.Random(args.seed)
     nights, cells = [], None
-    for k in range(args.nights):
+    if args.append:
+        kept = json.loads(FIXTURE.read_text())
+        if kept.get("repeats") != args.repeats:
+            sys.exit(f"{FIXTURE}: recorded with --repeats {kept.get('repeats')}, not {args.repeats}")
+        nights, cells = kept["nights"], kept["cells"]
+    for k in range(len(nights), len(nights) + args.nights):
         busy = rng.choice([0, 1]) if args.busy_loops else 0
         out = str(work / f"night{k:02d}.json")
         load, wall = record_night(args.bin, db, out, args.repeats, busy)
@@ -88,6 +96,12 @@ def main():
                      for c in run["cells"]]
             json.dump(trim_template(run), open(TEMPLATE, "w"), indent=1)
         by_id = {c["cell_id"]: c for c in run["cells"]}
+        missing = [c["cell_id"] for c in cells if c["cell_id"] not in by_id]
+        if missing:
+            sys.exit(f"{out}: the matrix no longer has the fixture's cells {missing}")
+        untimed = [f"{c['cell_id']} {c['status']}" for c in run["cells"] if not c["timings"]["generation_seconds"]]
+        if untimed:
+            sys.exit(f"{out}: cells without a timing, nothing recorded for this night: {untimed}")
         night = {"started_at": run["run"]["started_at"], "loadavg_1m": round(load, 2), "busy_loops": busy,
                  "wall_s": round(wall, 1), "status": [], "repeats": [], "min_psnr": [], "mean_ssim": [],
                  "rel_l2": []}
