@@ -18,28 +18,15 @@ bool IsConversionTarget(const GraphSite& site, int input_index) {
 
 }  // namespace
 
-void DtypePropagation::Put(Entries& entries, const at::Tensor& value, c10::ScalarType dtype) {
-  if (!value.defined() || !value.has_storage()) return;
-  const c10::Storage& storage = value.storage();
-  const c10::StorageImpl* key = storage.unsafeGetStorageImpl();
-  entries.erase(key);
-  entries.emplace(key, Entry{storage.getWeakStorageImpl(), dtype});
-}
-
 void DtypePropagation::SetParameter(const at::Tensor& value, c10::ScalarType dtype) {
-  Put(parameters_, value, dtype);
+  parameters_.Put(value, dtype);
 }
 
-void DtypePropagation::Set(const at::Tensor& value, c10::ScalarType dtype) {
-  Put(activations_, value, dtype);
-}
+void DtypePropagation::Set(const at::Tensor& value, c10::ScalarType dtype) { activations_.Put(value, dtype); }
 
 c10::ScalarType DtypePropagation::Lookup(const at::Tensor& value) const {
-  if (!value.has_storage()) return c10::ScalarType::Undefined;
-  const c10::StorageImpl* key = value.storage().unsafeGetStorageImpl();
-  for (const Entries* entries : {&parameters_, &activations_}) {
-    const auto found = entries->find(key);
-    if (found != entries->end()) return found->second.dtype;
+  for (const StorageMap<c10::ScalarType>* entries : {&parameters_, &activations_}) {
+    if (const c10::ScalarType* dtype = entries->Find(value)) return *dtype;
   }
   return c10::ScalarType::Undefined;
 }

@@ -23,6 +23,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "pipelines/graph_instrumentation.h"
+#include "pipelines/storage_map.h"
 
 namespace framegate {
 
@@ -60,19 +61,9 @@ class DtypePropagation {
   };
   c10::ScalarType Lookup(const at::Tensor& value) const;
 
-  // A storage's would-be dtype, with a weak reference that keeps the StorageImpl object
-  // (not its data) allocated, so that no later storage can take its address and inherit
-  // its entry.
-  struct Entry {
-    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-    c10::ScalarType dtype;
-  };
-  using Entries = std::unordered_map<const c10::StorageImpl*, Entry>;
-  static void Put(Entries& entries, const at::Tensor& value, c10::ScalarType dtype);
-
   c10::ScalarType reduced_;
-  Entries parameters_;
-  Entries activations_;
+  StorageMap<c10::ScalarType> parameters_;  // a storage's would-be dtype
+  StorageMap<c10::ScalarType> activations_;
   std::unordered_map<const GraphSite*, PendingOp> pending_;
 };
 

@@ -89,18 +89,9 @@ at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype
   return value;
 }
 
-void PackageObserver::RememberMaker(const at::Tensor& value, const std::string& entry) {
-  if (!value.defined() || !value.has_storage()) return;
-  const c10::Storage& storage = value.storage();
-  const c10::StorageImpl* key = storage.unsafeGetStorageImpl();
-  makers_.erase(key);
-  makers_.emplace(key, Maker{storage.getWeakStorageImpl(), entry});
-}
-
 std::string PackageObserver::MakerOf(const at::Tensor& value) const {
-  if (!value.defined() || !value.has_storage()) return "";
-  const auto found = makers_.find(value.storage().unsafeGetStorageImpl());
-  return found == makers_.end() ? "" : found->second.entry;
+  const std::string* maker = makers_.Find(value);
+  return maker != nullptr ? *maker : "";
 }
 
 at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& site, int input_index,
@@ -150,7 +141,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   (void)output_index;
   if (site.kind == GraphSite::Kind::kCopyingView) {
     // A copy is a new storage: it holds its input's would-be dtype (a view has it already).
-    if (track_makers_ && !copy_maker_.empty()) RememberMaker(value, copy_maker_);
+    if (track_makers_ && !copy_maker_.empty()) makers_.Put(value, copy_maker_);
     if (!policy_.emulate_fp16) return value;
     const c10::ScalarType dtype = would_be_.OutputDtype(site);
     if (IsFloat32(value) && would_be_.Of(value) == c10::ScalarType::Undefined) would_be_.Set(value, dtype);
@@ -176,7 +167,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
       out = Emulate(out, dtype, site.op == "aten::to" || site.op == "aten::type_as");
     }
     if (track_makers_ && !in_island && out.defined() && out.is_floating_point()) {
-      RememberMaker(out, OpIslandEntry(path, site.op));
+      makers_.Put(out, OpIslandEntry(path, site.op));
     }
   }
   if (observer_ && out.defined() && out.is_floating_point()) {

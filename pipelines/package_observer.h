@@ -27,7 +27,6 @@
 #pragma once
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "pipelines/accumulation_emulation.h"
@@ -35,6 +34,7 @@
 #include "pipelines/dtype_propagation.h"
 #include "pipelines/graph_instrumentation.h"
 #include "pipelines/layers.h"
+#include "pipelines/storage_map.h"
 
 namespace framegate {
 
@@ -122,16 +122,11 @@ class PackageObserver : public GraphObserver {
   PendingOp pending_;
   DtypePropagation would_be_;  // used under emulate_fp16 only
 
-  // The op that made a storage's value, with a weak reference that keeps the StorageImpl
-  // object allocated (as DtypePropagation's entries do). Kept when the policy has islands.
-  struct Maker {
-    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-    std::string entry;
-  };
-  void RememberMaker(const at::Tensor& value, const std::string& entry);
+  // The op that made a storage's value (an op island entry). Kept when the policy has
+  // islands.
   std::string MakerOf(const at::Tensor& value) const;
   bool track_makers_;
-  std::unordered_map<const c10::StorageImpl*, Maker> makers_;
+  StorageMap<std::string> makers_;
   std::string copy_maker_;  // the maker of the running copying view's input
   std::vector<std::string> island_input_makers_;
 };
