@@ -74,7 +74,8 @@ def main():
     ap.add_argument("--seed", type=int, default=24)
     ap.add_argument("--work", default="", help="folder for the store and run.json files (default: a temp dir)")
     ap.add_argument("--append", action="store_true",
-                    help="keep the fixture's nights and template and record --nights more after them")
+                    help="keep the fixture's nights and template and record --nights more after them "
+                         "(refused when a night's metrics differ from the fixture's: other code)")
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="framegate-aa-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -111,6 +112,15 @@ def main():
             night["repeats"].append([round(x, 5) for x in r["timings"]["generation_seconds"]])
             for name in ("min_psnr", "mean_ssim", "rel_l2"):
                 night[name].append(metric(r, name))
+        if nights and args.append:
+            # An A/A night changes nothing but the load: the CPU's metrics and statuses are
+            # deterministic, so a night that differs there was recorded by other code.
+            last = nights[-1]
+            for name in ("status", "min_psnr", "mean_ssim", "rel_l2"):
+                if night[name] != last[name]:
+                    sys.exit(f"{out}: {name} differs from the fixture's night {len(nights) - 1} "
+                             f"({night[name]} != {last[name]}): not the code the fixture was "
+                             "recorded with; nothing appended")
         nights.append(night)
         print(f"night {k:2d}: busy {busy}, load {load:.2f}, {wall:.1f} s", flush=True)
         fixture = {"format": "framegate-alert-aa", "version": 1, "matrix": "bench/data/alert_matrix.toml",
