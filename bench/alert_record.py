@@ -12,7 +12,7 @@ drawn (fixed seed) for it. The load average before each night is kept in the fix
 Cells run with --threads 1: with 2 OpenMP threads on an oversubscribed 2-core machine a
 tiny cell took over 120 s (every cell a TIMEOUT), one thread 1-6 s.
 
-  /usr/bin/python3 bench/alert_record.py --bin build/bin/framegate --nights 32
+  /usr/bin/python3 bench/alert_record.py --bin build/bin/framegate --nights 40
   /usr/bin/python3 bench/alert_record.py --bin build/bin/framegate --nights 12 --append  # 12 more
 """
 import argparse
@@ -75,7 +75,7 @@ def main():
     ap.add_argument("--work", default="", help="folder for the store and run.json files (default: a temp dir)")
     ap.add_argument("--append", action="store_true",
                     help="keep the fixture's nights and template and record --nights more after them "
-                         "(refused when a night's metrics differ from the fixture's: other code)")
+                         "(a night whose metrics differ from the fixture's is refused: other code)")
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="framegate-aa-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -112,15 +112,15 @@ def main():
             night["repeats"].append([round(x, 5) for x in r["timings"]["generation_seconds"]])
             for name in ("min_psnr", "mean_ssim", "rel_l2"):
                 night[name].append(metric(r, name))
-        if nights and args.append:
+        if nights:
             # An A/A night changes nothing but the load: the CPU's metrics and statuses are
-            # deterministic, so a night that differs there was recorded by other code.
+            # deterministic, so a night that differs there was recorded by other code (or
+            # the code is not deterministic): it is not kept.
             last = nights[-1]
             for name in ("status", "min_psnr", "mean_ssim", "rel_l2"):
                 if night[name] != last[name]:
                     sys.exit(f"{out}: {name} differs from the fixture's night {len(nights) - 1} "
-                             f"({night[name]} != {last[name]}): not the code the fixture was "
-                             "recorded with; nothing appended")
+                             f"({night[name]} != {last[name]}): not an A/A night; not kept")
         nights.append(night)
         print(f"night {k:2d}: busy {busy}, load {load:.2f}, {wall:.1f} s", flush=True)
         fixture = {"format": "framegate-alert-aa", "version": 1, "matrix": "bench/data/alert_matrix.toml",

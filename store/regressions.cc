@@ -61,24 +61,29 @@ struct Flag {
   double p = 0;
 };
 
+// Every series judged: the flags and flaky cells in series order, and the counts of the
+// FDR controls: `tests` the value tests (series x track with enough points),
+// `environment_tests` those with a fingerprint change in the window.
+struct JudgedSeries {
+  std::vector<Flag> flags;
+  std::vector<FlakyCell> flaky;
+  size_t tests = 0, environment_tests = 0;
+  int accepted_series = 0;
+};
+
 class SeriesJudge {
  public:
+  // Appends what it finds to *out.
   SeriesJudge(const SeriesData& data, const BaselineChoice& baseline, const RegressionOptions& options,
-              const Acceptances& accepted)
-      : data_(data), baseline_(baseline), options_(options), accepted_(accepted) {}
+              const Acceptances& accepted, JudgedSeries* out)
+      : data_(data), baseline_(baseline), options_(options), accepted_(accepted), out_(*out) {}
 
-  // Value tests run so far (series x track with enough points): the m of the FDR control.
-  size_t tests() const { return tests_; }
-  // Environment tests run so far (series x track with a fingerprint change in the window).
-  size_t environment_tests() const { return environment_tests_; }
-  int accepted_series() const { return accepted_series_; }
-
-  // Appends the series' flags; returns its FlakyCell when it is flaky (then nothing else).
-  void Judge(const Series& s, std::vector<Flag>* flags, std::vector<FlakyCell>* flaky) {
+  // Appends the series' flags, or its FlakyCell when it is flaky (then nothing else).
+  void Judge(const Series& s) {
     std::vector<const SeriesPoint*> window;
     int base = -1;  // index in s.points of the baseline point (run/tag baselines)
     const std::string accepted_since = accepted_.Since(s.cell_id);
-    if (!accepted_since.empty()) ++accepted_series_;
+    if (!accepted_since.empty()) ++out_.accepted_series;
     for (size_t i = 0; i < s.points.size(); ++i) {
       const SeriesRun& run = data_.runs[static_cast<size_t>(s.points[i].run)];
       if (IsBaselinePoint(run)) base = static_cast<int>(i);
@@ -88,14 +93,14 @@ class SeriesJudge {
     if (window.empty()) return;
     const int flips = Flips(window);
     if (flips >= 2) {
-      flaky->push_back(Flaky(s, window, flips));
+      out_.flaky.push_back(Flaky(s, window, flips));
       return;
     }
     const SeriesPoint* base_point = base >= 0 ? &s.points[static_cast<size_t>(base)] : nullptr;
     if (baseline_.kind != BaselineChoice::Kind::kLastGood && base_point == nullptr) return;
     const std::vector<const SeriesPoint*> after = AfterBaseline(window, base_point);
-    JudgeStatus(s, after, base_point, flags);
-    for (const ValueTrack& track : kValueTracks) JudgeValues(s, after, base_point, track, flags);
+    JudgeStatus(s, after, base_point, &out_.flags);
+    for (const ValueTrack& track : kValueTracks) JudgeValues(s, after, base_point, track, &out_.flags);
   }
 
  private:
@@ -290,7 +295,7 @@ class SeriesJudge {
     ShiftRule rule;
     rule.confirm = options_.confirm_values;
     if (static_cast<int>(x.size()) < rule.min_before + 1) return;
-    ++tests_;
+    ++out_.tests;
     const double level = lo > 0 || hi < 0 ? std::min(std::fabs(lo), std::fabs(hi)) : 0.0;
     const double relative = track.floor_relative < 0 ? options_.min_effect : track.floor_relative;
     rule.floor = std::max(relative * level, track.floor_absolute);
@@ -301,7 +306,7 @@ class SeriesJudge {
     const size_t env_from = EnvironmentStart(points, at, at.size());
     const size_t env_begin = env_from > 0 ? EnvironmentBefore(points, at, env_from, rule) : 0;
     const bool env_tested = env_from - env_begin >= static_cast<size_t>(rule.min_before);
-    environment_tests_ += env_tested;
+    out_.environment_tests += env_tested;
     if (!(hi - lo > rule.floor)) return;  // most series: nothing moved
     const double sigma = NoiseSigma(x);
     if (env_tested) {
@@ -473,9 +478,7 @@ class SeriesJudge {
   const BaselineChoice& baseline_;
   const RegressionOptions& options_;
   const Acceptances& accepted_;
-  size_t tests_ = 0;
-  size_t environment_tests_ = 0;
-  int accepted_series_ = 0;
+  JudgedSeries& out_;
   // JudgeShift's values and their indices, kept between series (no allocation per series).
   std::vector<double> shift_values_;
   std::vector<size_t> shift_at_;
@@ -638,15 +641,6 @@ void ControlFalseDiscoveries(Test family, size_t tests, double fdr, std::vector<
   *flags = std::move(kept);
 }
 
-// Every series judged: the flags and flaky cells in series order, and the counts of the
-// FDR controls.
-struct JudgedSeries {
-  std::vector<Flag> flags;
-  std::vector<FlakyCell> flaky;
-  size_t tests = 0, environment_tests = 0;
-  int accepted_series = 0;
-};
-
 // Judges data.series in contiguous slices, one thread each (series are independent), and
 // joins the slices in order: the same result as one thread (options.judge_threads).
 constexpr size_t kJudgeThreads = 8;
@@ -661,14 +655,8 @@ JudgedSeries JudgeAll(const SeriesData& data, const BaselineChoice& baseline,
   const size_t threads = std::max<size_t>(std::min(wanted, n), 1);
   std::vector<JudgedSeries> slices(threads);
   auto judge_slice = [&](size_t k) {
-    SeriesJudge judge(data, baseline, options, accepted);
-    JudgedSeries& out = slices[k];
-    for (size_t i = n * k / threads; i < n * (k + 1) / threads; ++i) {
-      judge.Judge(data.series[i], &out.flags, &out.flaky);
-    }
-    out.tests = judge.tests();
-    out.environment_tests = judge.environment_tests();
-    out.accepted_series = judge.accepted_series();
+    SeriesJudge judge(data, baseline, options, accepted, &slices[k]);
+    for (size_t i = n * k / threads; i < n * (k + 1) / threads; ++i) judge.Judge(data.series[i]);
   };
   std::vector<std::thread> workers;
   for (size_t k = 1; k < threads; ++k) workers.emplace_back(judge_slice, k);
