@@ -14,7 +14,11 @@
 //                              batch = cells per transaction (1: the runner's pattern)
 //   BM_History/<limit>         ResultStore::CellHistory of one cell (a different one each
 //                              iteration), `framegate history`'s query
-//   BM_Regressions/<days>      FindRegressions over the last <days> days (14: the default)
+//   BM_Regressions/<days>/<packed>
+//                              FindRegressions over the last <days> days (14: the default);
+//                              packed 0 reads a copy of the history without packed_points
+//                              (FILE.rows.db, made on first use), as a store whose runs are
+//                              unfinished or older than schema 11 is read
 //   BM_Compare                 CompareRuns of the last two nights (all their cells)
 // Environment: FRAMEGATE_STORE_BENCH_DB (default /tmp/framegate-store-bench-year.db),
 // FRAMEGATE_STORE_BENCH_RUNS / _GPUS / _CELLS (default 365 / 100 / 200).
@@ -25,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -180,14 +185,32 @@ void BM_History(benchmark::State& state) {
 }
 BENCHMARK(BM_History)->Arg(30)->Arg(400)->Iterations(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The history with its packed_points rows deleted: `regressions` scans series_points.
+ResultStore& HistoryWithoutPacks() {
+  static std::unique_ptr<ResultStore> store = [] {
+    const std::string path = HistoryPath() + ".rows.db";
+    std::remove(path.c_str());
+    // A byte copy (after a checkpoint): the rows keep the pages they have in the history.
+    (void)History().db().Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    std::error_code error;
+    std::filesystem::copy_file(HistoryPath(), path, std::filesystem::copy_options::overwrite_existing, error);
+    if (error) std::cerr << "cannot copy to " << path << ": " << error.message() << "\n";
+    std::unique_ptr<ResultStore> rows = std::move(*ResultStore::Open(path, ResultStore::OpenMode::kExisting));
+    (void)rows->db().Exec("DELETE FROM packed_points");
+    return rows;
+  }();
+  return *store;
+}
+
 void BM_Regressions(benchmark::State& state) {
+  ResultStore& store = state.range(1) ? History() : HistoryWithoutPacks();
   RegressionOptions options;
   char since[16];
   std::snprintf(since, sizeof(since), "%.10s", Day(kRuns - static_cast<int>(state.range(0))).c_str());
   options.since = since;
   int regressions = 0, flaky = 0, series = 0;
   for (auto _ : state) {
-    StatusOr<RegressionReport> report = FindRegressions(History(), options);
+    StatusOr<RegressionReport> report = FindRegressions(store, options);
     if (!report.ok()) state.SkipWithError(report.status().message().c_str());
     regressions = report->regressions();
     flaky = static_cast<int>(report->flaky.size());
@@ -198,9 +221,8 @@ void BM_Regressions(benchmark::State& state) {
   state.counters["series"] = series;
 }
 BENCHMARK(BM_Regressions)
-    ->Arg(14)
-    ->Arg(30)
-    ->Arg(7)
+    ->ArgNames({"days", "packed"})
+    ->ArgsProduct({{14, 30, 7}, {1, 0}})
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

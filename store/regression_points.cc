@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/packed_points.h"
+
 namespace framegate {
 namespace {
 
@@ -146,59 +148,84 @@ struct RawPoint {
   SeriesPoint point;  // run not set
 };
 
-// Reads the series_points of runs [begin, end) through `db` into (*out)[run], one range
-// scan per run; rows without a spec (not written by this store) are dropped. Per row,
-// without hashing in the common case: the cell at position i of a run is usually the
-// cell at position i of the previous run (rows come in cell id order).
+// Reads the points of runs [begin, end) through `db` into (*out)[run]: a run's packed_points
+// blob when it has one, else its series_points rows (one range scan); points without a
+// spec (not written by this store) are dropped. Per point, without hashing in the common
+// case: the cell at position i of a run is usually the cell at position i of the previous
+// run (both come in cell id order).
 Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t begin, size_t end,
                      const Specs& specs, std::vector<std::vector<RawPoint>>* out) {
-  StatusOr<SqliteStatement> points = db.Prepare(
+  StatusOr<SqliteStatement> packed = db.Prepare("SELECT points FROM packed_points WHERE run_id = ?");
+  if (!packed.ok()) return packed.status();
+  StatusOr<SqliteStatement> rows = db.Prepare(
       "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row "
       "FROM series_points WHERE run_id = ?");
-  if (!points.ok()) return points.status();
+  if (!rows.ok()) return rows.status();
   struct Slot {  // a position's cell id (16 hex digits; other ids are looked up each time)
     std::array<char, 16> id{};
     int spec = -2;  // -2: empty
   };
   std::vector<Slot> slots;
-  std::string last_status_name;  // most rows repeat the previous row's status
+  std::string last_status_name;  // most points repeat the previous point's status
   CellStatus last_status = CellStatus::kUnresolved;
+  std::vector<RawPoint>* run_points = nullptr;
+  auto add = [&](size_t position, const PackedPoint& point) {
+    if (position >= slots.size()) slots.resize(position + 1);
+    Slot& slot = slots[position];
+    const bool cacheable = point.cell_id.size() == slot.id.size();
+    int spec;
+    if (cacheable && slot.spec != -2 &&
+        std::memcmp(slot.id.data(), point.cell_id.data(), slot.id.size()) == 0) {
+      spec = slot.spec;
+    } else {
+      auto found = specs.index.find(std::string(point.cell_id));
+      spec = found == specs.index.end() ? -1 : found->second;
+      if (cacheable) {
+        std::memcpy(slot.id.data(), point.cell_id.data(), slot.id.size());
+        slot.spec = spec;
+      }
+    }
+    if (spec < 0) return;
+    if (point.status != last_status_name) {
+      last_status_name = std::string(point.status);
+      last_status = ParseStatus(last_status_name).value_or(CellStatus::kUnresolved);
+    }
+    RawPoint& p = run_points->emplace_back();
+    p.spec = spec;
+    p.point.status = last_status;
+    p.point.latency = point.latency_median_s;
+    p.point.min_psnr = point.min_psnr;
+    p.point.mean_ssim = point.mean_ssim;
+    p.point.rel_l2 = point.rel_l2;
+    p.point.recorded = point.cell_row;
+  };
   for (size_t run = begin; run < end; ++run) {
-    SqliteStatement& row_of = points->Bind(1, runs[run].run_id);
-    std::vector<RawPoint>& run_points = (*out)[run];
-    run_points.reserve(slots.size());  // most runs hold the cells of the run before
+    run_points = &(*out)[run];
+    run_points->reserve(slots.size());  // most runs hold the cells of the run before
+    StatusOr<bool> has_pack = packed->Bind(1, runs[run].run_id).Step();
+    if (!has_pack.ok()) return has_pack.status();
+    if (*has_pack) {
+      StatusOr<PackedPointsReader> reader =
+          PackedPointsReader::Open(packed->BlobView(0), db.path() + ": run " + runs[run].run_id);
+      if (!reader.ok()) return reader.status();
+      PackedPoint point;
+      for (size_t position = 0;; ++position) {
+        StatusOr<bool> more = reader->Next(&point);
+        if (!more.ok()) return more.status();
+        if (!*more) break;
+        add(position, point);
+      }
+      packed->Reset();
+      continue;
+    }
+    packed->Reset();
+    SqliteStatement& row_of = rows->Bind(1, runs[run].run_id);
     for (size_t position = 0;; ++position) {
       StatusOr<bool> row = row_of.Step();
       if (!row.ok()) return row.status();
       if (!*row) break;
-      const std::string_view cell_id = row_of.TextView(0);
-      if (position >= slots.size()) slots.resize(position + 1);
-      Slot& slot = slots[position];
-      const bool cacheable = cell_id.size() == slot.id.size();
-      int spec;
-      if (cacheable && slot.spec != -2 && std::memcmp(slot.id.data(), cell_id.data(), slot.id.size()) == 0) {
-        spec = slot.spec;
-      } else {
-        auto found = specs.index.find(std::string(cell_id));
-        spec = found == specs.index.end() ? -1 : found->second;
-        if (cacheable) {
-          std::memcpy(slot.id.data(), cell_id.data(), slot.id.size());
-          slot.spec = spec;
-        }
-      }
-      if (spec < 0) continue;
-      if (row_of.TextView(1) != last_status_name) {
-        last_status_name = std::string(row_of.TextView(1));
-        last_status = ParseStatus(last_status_name).value_or(CellStatus::kUnresolved);
-      }
-      RawPoint& p = run_points.emplace_back();
-      p.spec = spec;
-      p.point.status = last_status;
-      p.point.latency = row_of.Real(2);
-      p.point.min_psnr = row_of.Real(3);
-      p.point.mean_ssim = row_of.Real(4);
-      p.point.rel_l2 = row_of.Real(5);
-      p.point.recorded = row_of.Int(6);
+      add(position, PackedPoint{row_of.TextView(0), row_of.TextView(1), row_of.Real(2), row_of.Real(3),
+                                row_of.Real(4), row_of.Real(5), row_of.Int(6)});
     }
     row_of.Reset();
   }

@@ -1,7 +1,8 @@
 // Loading the series `framegate regressions` analyses: the runs of a window (and the
 // baseline's runs), and per (cell, device model) the points of those runs, oldest first.
-// Internal to regressions.cc. Reads series_points, the narrow per-run copy of the columns
-// the analysis needs (one range scan per run), which is what keeps it fast at fleet scale.
+// Internal to regressions.cc. Reads each run's packed_points blob (store/packed_points.h),
+// or its series_points rows (the narrow copy of the columns the analysis needs, one range
+// scan per run) when the run has none: that is what keeps it fast at fleet scale.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "store/cell_rows.h"
+#include "store/packed_points.h"
 #include "store/qualification_rows.h"
 #include "store/run_rows.h"
 #include "store/schema.h"
@@ -138,8 +139,12 @@ Status ResultStore::FinishRun(const std::string& run_id, const std::string& stat
     if (!update.ok()) return update.status();
     FG_RETURN_IF_ERROR(update->Bind(1, state).Bind(2, finished_at).Bind(3, run_id).Run());
     if (db_->Changes() == 0) return Status::NotFound(path() + ": no run '" + run_id + "'");
-    return Status::Ok();
+    return PackRunPoints(*db_, run_id);
   });
+}
+
+Status ResultStore::PackRun(const std::string& run_id) {
+  return db_->WriteTransaction([&] { return PackRunPoints(*db_, run_id); });
 }
 
 Status ResultStore::RecordRunBlas(const std::string& run_id, const std::string& blas) {

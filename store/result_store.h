@@ -93,8 +93,11 @@ class ResultStore {
   // Records several results in ONE transaction (bulk import, merge, benchmarks): all or
   // none of them are stored.
   Status RecordCells(const std::string& run_id, const std::vector<CellResult>& results);
-  // state: "finished" or "interrupted". NotFound for an unknown run.
+  // state: "finished" or "interrupted"; packs the run's points for `regressions`
+  // (store/packed_points.h). NotFound for an unknown run.
   Status FinishRun(const std::string& run_id, const std::string& state, const std::string& finished_at);
+  // Packs the run's points again (merge, after adding cells to a finished run).
+  Status PackRun(const std::string& run_id);
   // Sets the run's BLAS library when it has none yet: a runner that loads no LibTorch
   // learns it from the first cell process. NotFound for an unknown run.
   Status RecordRunBlas(const std::string& run_id, const std::string& blas);

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <vector>
 
+#include "store/packed_points.h"
+
 namespace framegate {
 namespace {
 
@@ -409,6 +411,24 @@ CREATE TRIGGER series_points_cell_update
 END;
 )sql";
 
+// v10 -> v11: packed_points, each run's series_points in one blob (store/packed_points.h),
+// which `regressions` reads instead of the run's rows while it equals them; the triggers
+// drop a run's blob when any of its points changes. The step then packs every run.
+constexpr const char* kMigrateV10ToV11 = R"sql(
+CREATE TABLE packed_points (
+  run_id TEXT PRIMARY KEY REFERENCES runs (run_id) ON DELETE CASCADE,
+  points BLOB NOT NULL);
+CREATE TRIGGER packed_points_point_insert AFTER INSERT ON series_points BEGIN
+  DELETE FROM packed_points WHERE run_id = new.run_id;
+END;
+CREATE TRIGGER packed_points_point_update AFTER UPDATE ON series_points BEGIN
+  DELETE FROM packed_points WHERE run_id IN (old.run_id, new.run_id);
+END;
+CREATE TRIGGER packed_points_point_delete AFTER DELETE ON series_points BEGIN
+  DELETE FROM packed_points WHERE run_id = old.run_id;
+END;
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -471,11 +491,16 @@ Status MigrateV9ToV10(SqliteDb& db) {
   return db.Exec(kSeriesPointsFollowers);
 }
 
+Status MigrateV10ToV11(SqliteDb& db) {
+  FG_RETURN_IF_ERROR(db.Exec(kMigrateV10ToV11));
+  return PackAllRuns(db);
+}
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2, MigrateV2ToV3, MigrateV3ToV4,
-                                    MigrateV4ToV5, MigrateV5ToV6, MigrateV6ToV7, MigrateV7ToV8,
-                                    MigrateV8ToV9, MigrateV9ToV10};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2,  MigrateV2ToV3,  MigrateV3ToV4,
+                                    MigrateV4ToV5, MigrateV5ToV6,  MigrateV6ToV7,  MigrateV7ToV8,
+                                    MigrateV8ToV9, MigrateV9ToV10, MigrateV10ToV11};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

@@ -19,6 +19,9 @@
 //              as JSON) and accepted_changes (`regressions --accept`)
 //   version 9: qualifications (one `framegate qualify` verdict per run and device) and
 //              the device_verdicts view
+//   version 10: series_points.cell_row, the order a run recorded its cells in
+//   version 11: packed_points, each run's series_points in one blob that `regressions`
+//               reads instead of the rows (store/packed_points.h)
 // A new file goes through every step from 0, so a fresh database and a migrated one are
 // the same schema by construction.
 #pragma once
@@ -30,7 +33,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 10;
+constexpr int kStoreSchemaVersion = 11;
 
 // The version stored in the file, >= 0. Corrupt (naming the file) when it is not an
 // SQLite database, an SQLite database with tables but no framegate version (someone

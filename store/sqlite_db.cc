@@ -51,6 +51,11 @@ SqliteStatement& SqliteStatement::BindNull(int index) {
   return *this;
 }
 
+SqliteStatement& SqliteStatement::BindBlob(int index, std::string_view bytes) {
+  sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
+  return *this;
+}
+
 StatusOr<bool> SqliteStatement::Step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
@@ -92,6 +97,13 @@ std::string_view SqliteStatement::TextView(int column) const {
   const unsigned char* text = sqlite3_column_text(stmt_, column);
   if (text == nullptr) return {};
   return std::string_view(reinterpret_cast<const char*>(text),
+                          static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
+std::string_view SqliteStatement::BlobView(int column) const {
+  const void* bytes = sqlite3_column_blob(stmt_, column);
+  if (bytes == nullptr) return {};
+  return std::string_view(static_cast<const char*>(bytes),
                           static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 

@@ -41,6 +41,7 @@ class SqliteStatement {
   // A string that outlives the statement's use of it (a literal): bound without a copy.
   SqliteStatement& BindStatic(int index, const char* value);
   SqliteStatement& BindNull(int index);
+  SqliteStatement& BindBlob(int index, std::string_view bytes);
   StatusOr<bool> Step();
   // Runs a statement that returns no rows (or ignores them), then resets it.
   Status Run();
@@ -53,6 +54,8 @@ class SqliteStatement {
   std::string Text(int column) const;
   // The text without a copy; valid until the next Step/Reset or column call.
   std::string_view TextView(int column) const;
+  // A BLOB column's bytes without a copy (empty for NULL); valid as TextView.
+  std::string_view BlobView(int column) const;
 
  private:
   friend class SqliteDb;

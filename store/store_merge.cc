@@ -114,7 +114,8 @@ Status MergeCells(ResultStore& out, const std::string& input, const RunRecord& i
   }
   counts->cells_added += static_cast<int>(added.size());
   if (added.empty()) return Status::Ok();
-  return out.RecordCells(in.info.run_id, added);
+  FG_RETURN_IF_ERROR(out.RecordCells(in.info.run_id, added));
+  return out.PackRun(in.info.run_id);
 }
 
 // The run's device verdicts (a `framegate qualify` run's): the output's missing ones added
