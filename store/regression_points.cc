@@ -7,9 +7,13 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <new>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
+
+#include <sys/mman.h>
 
 #include <nlohmann/json.hpp>
 
@@ -142,10 +146,13 @@ Status LoadModels(SqliteStatement& stmt, const std::string& run_id, const Specs&
   return Status::Ok();
 }
 
-// A row of series_points resolved to its cell spec (index into Specs::facts).
+// A point of a run resolved to its cell spec (index into Specs::facts): what a run gives a
+// series point, in 48 bytes (the window's 300k of them are all held at once).
 struct RawPoint {
   int spec = 0;
-  SeriesPoint point;  // run not set
+  CellStatus status = CellStatus::kPass;
+  double latency = 0, min_psnr = 0, mean_ssim = 0, rel_l2 = 0;
+  int64_t recorded = 0;
 };
 
 // Reads the points of runs [begin, end) through `db` into (*out)[run]: a run's packed_points
@@ -190,14 +197,8 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
       last_status_name = std::string(point.status);
       last_status = ParseStatus(last_status_name).value_or(CellStatus::kUnresolved);
     }
-    RawPoint& p = run_points->emplace_back();
-    p.spec = spec;
-    p.point.status = last_status;
-    p.point.latency = point.latency_median_s;
-    p.point.min_psnr = point.min_psnr;
-    p.point.mean_ssim = point.mean_ssim;
-    p.point.rel_l2 = point.rel_l2;
-    p.point.recorded = point.cell_row;
+    run_points->push_back({spec, last_status, point.latency_median_s, point.min_psnr, point.mean_ssim,
+                           point.rel_l2, point.cell_row});
   };
   for (size_t run = begin; run < end; ++run) {
     run_points = &(*out)[run];
@@ -233,6 +234,23 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
 }
 
 }  // namespace
+
+static_assert(std::is_trivially_destructible_v<SeriesPoint>, "SeriesPointArray frees without destroying");
+void SeriesPointsFree::operator()(SeriesPoint* points) const { std::free(points); }
+
+SeriesPointArray AllocateSeriesPoints(size_t count) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t bytes = std::max<size_t>(count * sizeof(SeriesPoint), 1);
+  const bool huge = bytes >= kHugePage;
+  // aligned_alloc wants a multiple of the alignment.
+  void* memory = huge ? std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage)
+                      : std::malloc(bytes);
+  if (memory == nullptr) throw std::bad_alloc();
+  if (huge) (void)madvise(memory, bytes, MADV_HUGEPAGE);  // advice only: fine when refused
+  auto* points = static_cast<SeriesPoint*>(memory);
+  std::uninitialized_default_construct_n(points, count);
+  return SeriesPointArray(points);
+}
 
 std::string FingerprintText(const std::map<std::string, std::string>& fields) {
   std::string text;
@@ -346,23 +364,51 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const Ba
   FG_RETURN_IF_ERROR(newer_half);
 
   // Points to series, run by run, oldest first: each series' points come out in time order.
-  // (spec, model) -> series and (family, model) are flat tables.
+  // (spec, model) -> series and (family, model) are flat tables. A first pass makes the
+  // series and counts their points, the second fills one array, series after series.
   const size_t model_count = std::max<size_t>(models.names().size(), 1);
   std::vector<int> series_at(specs.facts.size() * model_count, -1);
   std::vector<char> family_on_model(specs.families.names().size() * model_count, 0);
+  std::vector<size_t> start;  // per series: its point count, then (summed) where its points start
+  auto series_of = [&](size_t run, const RawPoint& p) -> int& {
+    const SpecFacts& facts = specs.facts[static_cast<size_t>(p.spec)];
+    const size_t model = static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
+    return series_at[static_cast<size_t>(p.spec) * model_count + model];
+  };
   for (size_t run = 0; run < n; ++run) {
     for (const RawPoint& p : raw[run]) {
-      const SpecFacts& facts = specs.facts[static_cast<size_t>(p.spec)];
-      const size_t model = static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
-      int& series = series_at[static_cast<size_t>(p.spec) * model_count + model];
+      int& series = series_of(run, p);
       if (series < 0) {
+        const SpecFacts& facts = specs.facts[static_cast<size_t>(p.spec)];
+        const int model = run_models[run][static_cast<size_t>(facts.device)];
         series = static_cast<int>(data.series.size());
-        data.series.push_back({facts.cell_id, static_cast<int>(model), facts.family, facts.device, {}});
-        data.series.back().points.reserve(n);
-        family_on_model[static_cast<size_t>(facts.family) * model_count + model] = 1;
+        data.series.push_back({facts.cell_id, model, facts.family, facts.device, {}});
+        family_on_model[static_cast<size_t>(facts.family) * model_count + static_cast<size_t>(model)] = 1;
+        start.push_back(0);
       }
-      data.series[static_cast<size_t>(series)].points.push_back(p.point);
-      data.series[static_cast<size_t>(series)].points.back().run = static_cast<int>(run);
+      ++start[static_cast<size_t>(series)];
+    }
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < data.series.size(); ++i) {
+    total += start[i];
+    start[i] = total - start[i];
+  }
+  data.point_array = AllocateSeriesPoints(total);
+  SeriesPoint* points = data.point_array.get();
+  for (size_t i = 0; i < data.series.size(); ++i) data.series[i].points = PointSpan(points + start[i], 0);
+  for (size_t run = 0; run < n; ++run) {
+    for (const RawPoint& p : raw[run]) {
+      PointSpan& span = data.series[static_cast<size_t>(series_of(run, p))].points;
+      SeriesPoint& point = span.begin()[span.size()];
+      point.run = static_cast<int>(run);
+      point.status = p.status;
+      point.latency = p.latency;
+      point.min_psnr = p.min_psnr;
+      point.mean_ssim = p.mean_ssim;
+      point.rel_l2 = p.rel_l2;
+      point.recorded = p.recorded;
+      span = PointSpan(span.begin(), span.size() + 1);
     }
     std::vector<RawPoint>().swap(raw[run]);
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "store/regression_accept.h"
+#include "store/regression_points.h"
 #include "store/synthetic_results.h"
 #include "store/test_db.h"
 
@@ -401,6 +402,21 @@ TEST_F(RegressionsTest, BadSinceAndUnknownBaselineAreInvalidInput) {
   StatusOr<RegressionReport> r = FindRegressions(*store_, options);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no-such-run-or-tag"), std::string::npos);
+}
+
+TEST(SeriesPointArrayTest, AFleetWindowsPointsAreDefaultPointsOnTwoMiBBoundaries) {
+  for (size_t count : {size_t{0}, size_t{3}, size_t{300000}}) {  // 300k: a 14-day window, ~19 MB
+    SeriesPointArray points = AllocateSeriesPoints(count);
+    ASSERT_NE(points.get(), nullptr);
+    if (count * sizeof(SeriesPoint) >= (size_t{2} << 20)) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(points.get()) % (size_t{2} << 20), 0u);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(points[i].load, 1.0);
+      ASSERT_EQ(points[i].run, 0);
+    }
+    if (count > 0) points[count - 1].latency = 2;  // writable to the end (ASan)
+  }
 }
 
 }  // namespace
