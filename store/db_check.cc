@@ -1,5 +1,6 @@
 #include "store/db_check.h"
 
+#include "store/packed_points.h"
 #include "store/schema.h"
 #include "store/schema_check.h"
 #include "store/sqlite_db.h"
@@ -53,6 +54,8 @@ StatusOr<DbCheckReport> CheckDatabase(const std::string& path) {
     for (const std::string& line : *dangling) list += (list.empty() ? "" : "; ") + line;
     return Status::Corrupt(path + ": dangling references: " + list);
   }
+  // A blob `regressions` would read instead of its run's rows must equal them.
+  if (*version >= 11) FG_RETURN_IF_ERROR(CheckPackedPoints(**db));
   StatusOr<SqliteStatement> mode = (*db)->Prepare("PRAGMA journal_mode");
   if (!mode.ok()) return mode.status();
   StatusOr<bool> row = mode->Step();

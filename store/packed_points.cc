@@ -164,6 +164,57 @@ StatusOr<bool> PackedPointsReader::Next(PackedPoint* p) {
   return true;
 }
 
+namespace {
+
+bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+bool SamePoint(const PackedPoint& a, const PackedPoint& b) {
+  return a.cell_id == b.cell_id && a.status == b.status && SameBits(a.latency_median_s, b.latency_median_s) &&
+         SameBits(a.min_psnr, b.min_psnr) && SameBits(a.mean_ssim, b.mean_ssim) &&
+         SameBits(a.rel_l2, b.rel_l2) && a.cell_row == b.cell_row;
+}
+
+}  // namespace
+
+Status CheckPackedPoints(SqliteDb& db) {
+  StatusOr<SqliteStatement> packs = db.Prepare("SELECT run_id, points FROM packed_points ORDER BY run_id");
+  StatusOr<SqliteStatement> rows = db.Prepare(
+      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row "
+      "FROM series_points WHERE run_id = ? ORDER BY cell_id");
+  if (!packs.ok()) return packs.status();
+  if (!rows.ok()) return rows.status();
+  for (;;) {
+    StatusOr<bool> pack = packs->Step();
+    if (!pack.ok()) return pack.status();
+    if (!*pack) return Status::Ok();
+    const std::string run_id = packs->Text(0);
+    const std::string where = db.path() + ": run " + run_id;
+    StatusOr<std::vector<PackedPoint>> points = UnpackPoints(packs->BlobView(1), where);
+    if (!points.ok()) return points.status();
+    rows->Bind(1, run_id);
+    size_t i = 0;
+    for (;; ++i) {
+      StatusOr<bool> row = rows->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      const PackedPoint stored{rows->TextView(0), rows->TextView(1), rows->Real(2), rows->Real(3),
+                               rows->Real(4),     rows->Real(5),     rows->Int(6)};
+      if (i >= points->size() || !SamePoint((*points)[i], stored)) {
+        const std::string cell(stored.cell_id);
+        rows->Reset();
+        return Status::Corrupt(where + ": packed_points differs from its series_points at cell " + cell +
+                               " (DELETE FROM packed_points WHERE run_id = '" + run_id +
+                               "' makes regressions read the rows)");
+      }
+    }
+    rows->Reset();
+    if (i != points->size()) {
+      return Status::Corrupt(where + ": packed_points holds " + std::to_string(points->size()) +
+                             " points, its series_points " + std::to_string(i));
+    }
+  }
+}
+
 StatusOr<std::vector<PackedPoint>> UnpackPoints(std::string_view blob, const std::string& where) {
   StatusOr<PackedPointsReader> reader = PackedPointsReader::Open(blob, where);
   if (!reader.ok()) return reader.status();

@@ -40,6 +40,10 @@ Status PackRunPoints(SqliteDb& db, const std::string& run_id);
 // Packs every run (the v10 -> v11 migration).
 Status PackAllRuns(SqliteDb& db);
 
+// `db check`: Corrupt, naming the file, the run and the first point that differs, when a
+// run's blob does not unpack or does not equal its series_points rows.
+Status CheckPackedPoints(SqliteDb& db);
+
 // Reads the points of a blob PackRunPoints wrote, in its order, one at a time (no copy):
 //   StatusOr<PackedPointsReader> reader = PackedPointsReader::Open(blob, "file: run r");
 //   PackedPoint p;

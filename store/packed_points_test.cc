@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "store/db_check.h"
 #include "store/regressions.h"
 #include "store/result_store.h"
 #include "store/schema.h"
@@ -139,6 +140,30 @@ TEST(PackedPointsTest, ADamagedPackIsCorruptNamingTheFileAndTheRun) {
       report.status().message().find(file.path() + ": run night-1: packed_points blob is damaged at byte"),
       std::string::npos)
       << report.status().message();
+}
+
+TEST(PackedPointsTest, DbCheckNamesTheRunWhosePackDiffersFromItsRows) {
+  TestDb file("packed");
+  {
+    std::unique_ptr<ResultStore> store = Nights(file, 2);
+    for (const char* run : {"night-0", "night-1"}) {
+      ASSERT_TRUE(store->FinishRun(run, "finished", "2024-06-20T00:00:00Z").ok());
+    }
+  }
+  ASSERT_TRUE(CheckDatabase(file.path()).ok());
+  // night-1's blob copied onto night-0: the same cells, other values.
+  ExecSql(file.path(),
+          "UPDATE packed_points SET points = (SELECT points FROM packed_points WHERE run_id = 'night-1') "
+          "WHERE run_id = 'night-0'");
+  StatusOr<DbCheckReport> check = CheckDatabase(file.path());
+  ASSERT_FALSE(check.ok());
+  EXPECT_EQ(check.status().code(), Status::Code::kCorrupt);
+  EXPECT_NE(check.status().message().find(file.path() + ": run night-0: packed_points differs from its "
+                                                        "series_points at cell "),
+            std::string::npos)
+      << check.status().message();
+  ExecSql(file.path(), "DELETE FROM packed_points WHERE run_id = 'night-0'");
+  EXPECT_TRUE(CheckDatabase(file.path()).ok());
 }
 
 TEST(PackedPointsTest, EveryCutOrFlippedByteOfABlobIsCorruptOrDecodesNeverPastItsEnd) {
