@@ -68,10 +68,12 @@ bool ReadDouble(std::string_view blob, size_t* offset, double* value) {
 
 }  // namespace
 
+PackedPoint PointOfRow(const SqliteStatement& row) {
+  return {row.TextView(0), row.TextView(1), row.Real(2), row.Real(3), row.Real(4), row.Real(5), row.Int(6)};
+}
+
 Status PackRunPoints(SqliteDb& db, const std::string& run_id) {
-  StatusOr<SqliteStatement> read = db.Prepare(
-      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row "
-      "FROM series_points WHERE run_id = ? ORDER BY cell_id");
+  StatusOr<SqliteStatement> read = db.Prepare(kRunPointsSql);
   if (!read.ok()) return read.status();
   read->Bind(1, run_id);
   std::map<std::string, uint64_t, std::less<>> statuses;
@@ -83,12 +85,13 @@ Status PackRunPoints(SqliteDb& db, const std::string& run_id) {
     StatusOr<bool> row = read->Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    PutBytes(read->TextView(0), &points);
-    auto [status, added] = statuses.try_emplace(std::string(read->TextView(1)), statuses.size());
+    const PackedPoint p = PointOfRow(*read);
+    PutBytes(p.cell_id, &points);
+    auto [status, added] = statuses.try_emplace(std::string(p.status), statuses.size());
     if (added) status_names.push_back(status->first);
     PutVarint(status->second, &points);
-    for (int column = 2; column <= 5; ++column) PutDouble(read->Real(column), &points);
-    const int64_t cell_row = read->Int(6);
+    for (double value : {p.latency_median_s, p.min_psnr, p.mean_ssim, p.rel_l2}) PutDouble(value, &points);
+    const int64_t cell_row = p.cell_row;
     PutVarint(
         ZigZag(static_cast<int64_t>(static_cast<uint64_t>(cell_row) - static_cast<uint64_t>(previous_row))),
         &points);
@@ -178,9 +181,7 @@ bool SamePoint(const PackedPoint& a, const PackedPoint& b) {
 
 Status CheckPackedPoints(SqliteDb& db) {
   StatusOr<SqliteStatement> packs = db.Prepare("SELECT run_id, points FROM packed_points ORDER BY run_id");
-  StatusOr<SqliteStatement> rows = db.Prepare(
-      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row "
-      "FROM series_points WHERE run_id = ? ORDER BY cell_id");
+  StatusOr<SqliteStatement> rows = db.Prepare(kRunPointsSql);
   if (!packs.ok()) return packs.status();
   if (!rows.ok()) return rows.status();
   for (;;) {
@@ -197,8 +198,7 @@ Status CheckPackedPoints(SqliteDb& db) {
       StatusOr<bool> row = rows->Step();
       if (!row.ok()) return row.status();
       if (!*row) break;
-      const PackedPoint stored{rows->TextView(0), rows->TextView(1), rows->Real(2), rows->Real(3),
-                               rows->Real(4),     rows->Real(5),     rows->Int(6)};
+      const PackedPoint stored = PointOfRow(*rows);
       if (i >= points->size() || !SamePoint((*points)[i], stored)) {
         const std::string cell(stored.cell_id);
         rows->Reset();

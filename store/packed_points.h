@@ -33,6 +33,12 @@ struct PackedPoint {
   int64_t cell_row = 0;
 };
 
+// A run's series_points rows in key order (?1: the run id); PointOfRow reads one.
+constexpr const char* kRunPointsSql =
+    "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row "
+    "FROM series_points WHERE run_id = ? ORDER BY cell_id";
+PackedPoint PointOfRow(const SqliteStatement& row);
+
 // Packs the run's series_points rows into its packed_points row (replacing one). Call it
 // inside a write transaction, so that the rows it read are the rows it stores.
 Status PackRunPoints(SqliteDb& db, const std::string& run_id);

@@ -49,9 +49,7 @@ std::unique_ptr<ResultStore> Nights(const TestDb& file, int nights) {
 
 // The run's series_points rows as UnpackPoints gives them, read row by row.
 std::vector<std::string> RowsOf(SqliteDb& db, const std::string& run_id) {
-  StatusOr<SqliteStatement> stmt = db.Prepare(
-      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row FROM series_points "
-      "WHERE run_id = ? ORDER BY cell_id");
+  StatusOr<SqliteStatement> stmt = db.Prepare(kRunPointsSql);
   EXPECT_TRUE(stmt.ok());
   stmt->Bind(1, run_id);
   std::vector<std::string> rows;

@@ -164,9 +164,7 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
                      const Specs& specs, std::vector<std::vector<RawPoint>>* out) {
   StatusOr<SqliteStatement> packed = db.Prepare("SELECT points FROM packed_points WHERE run_id = ?");
   if (!packed.ok()) return packed.status();
-  StatusOr<SqliteStatement> rows = db.Prepare(
-      "SELECT cell_id, status, latency_median_s, min_psnr, mean_ssim, rel_l2, cell_row "
-      "FROM series_points WHERE run_id = ?");
+  StatusOr<SqliteStatement> rows = db.Prepare(kRunPointsSql);
   if (!rows.ok()) return rows.status();
   struct Slot {  // a position's cell id (16 hex digits; other ids are looked up each time)
     std::array<char, 16> id{};
@@ -225,8 +223,7 @@ Status ReadRunPoints(SqliteDb& db, const std::vector<SeriesRun>& runs, size_t be
       StatusOr<bool> row = row_of.Step();
       if (!row.ok()) return row.status();
       if (!*row) break;
-      add(position, PackedPoint{row_of.TextView(0), row_of.TextView(1), row_of.Real(2), row_of.Real(3),
-                                row_of.Real(4), row_of.Real(5), row_of.Int(6)});
+      add(position, PointOfRow(row_of));
     }
     row_of.Reset();
   }
