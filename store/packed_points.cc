@@ -66,6 +66,14 @@ bool ReadDouble(std::string_view blob, size_t* offset, double* value) {
   return true;
 }
 
+bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+bool SamePoint(const PackedPoint& a, const PackedPoint& b) {
+  return a.cell_id == b.cell_id && a.status == b.status && SameBits(a.latency_median_s, b.latency_median_s) &&
+         SameBits(a.min_psnr, b.min_psnr) && SameBits(a.mean_ssim, b.mean_ssim) &&
+         SameBits(a.rel_l2, b.rel_l2) && a.cell_row == b.cell_row;
+}
+
 }  // namespace
 
 PackedPoint PointOfRow(const SqliteStatement& row) {
@@ -91,11 +99,9 @@ Status PackRunPoints(SqliteDb& db, const std::string& run_id) {
     if (added) status_names.push_back(status->first);
     PutVarint(status->second, &points);
     for (double value : {p.latency_median_s, p.min_psnr, p.mean_ssim, p.rel_l2}) PutDouble(value, &points);
-    const int64_t cell_row = p.cell_row;
-    PutVarint(
-        ZigZag(static_cast<int64_t>(static_cast<uint64_t>(cell_row) - static_cast<uint64_t>(previous_row))),
-        &points);
-    previous_row = cell_row;
+    const uint64_t row_step = static_cast<uint64_t>(p.cell_row) - static_cast<uint64_t>(previous_row);
+    PutVarint(ZigZag(static_cast<int64_t>(row_step)), &points);
+    previous_row = p.cell_row;
   }
   std::string blob(kMagic);
   PutVarint(status_names.size(), &blob);
@@ -166,18 +172,6 @@ StatusOr<bool> PackedPointsReader::Next(PackedPoint* p) {
   --left_;
   return true;
 }
-
-namespace {
-
-bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
-
-bool SamePoint(const PackedPoint& a, const PackedPoint& b) {
-  return a.cell_id == b.cell_id && a.status == b.status && SameBits(a.latency_median_s, b.latency_median_s) &&
-         SameBits(a.min_psnr, b.min_psnr) && SameBits(a.mean_ssim, b.mean_ssim) &&
-         SameBits(a.rel_l2, b.rel_l2) && a.cell_row == b.cell_row;
-}
-
-}  // namespace
 
 Status CheckPackedPoints(SqliteDb& db) {
   StatusOr<SqliteStatement> packs = db.Prepare("SELECT run_id, points FROM packed_points ORDER BY run_id");
