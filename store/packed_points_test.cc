@@ -106,6 +106,13 @@ TEST(PackedPointsTest, AFinishedRunIsPackedAsItsRowsAndAnyChangeToThemDropsThePa
   ExecSql(file.path(), "DELETE FROM cells WHERE id = (SELECT max(id) FROM cells WHERE run_id = 'night-0')");
   EXPECT_TRUE(PackOf(db, "night-0").empty());
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM packed_points"), 0);
+  // A point moved to another run by hand drops both runs' packs.
+  ASSERT_TRUE(store->PackRun("night-0").ok());
+  ASSERT_TRUE(store->FinishRun("night-1", "finished", "2024-06-11T05:00:00Z").ok());
+  ExecSql(file.path(),
+          "UPDATE series_points SET run_id = 'night-1', cell_id = 'moved' WHERE run_id = 'night-0' AND "
+          "cell_id = (SELECT min(cell_id) FROM series_points WHERE run_id = 'night-0')");
+  EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM packed_points"), 0);
 }
 
 TEST(PackedPointsTest, RegressionsReadThePacksAsTheRowsTheyHold) {
@@ -192,7 +199,9 @@ TEST(PackedPointsTest, MigratingFromVersion10PacksEveryRun) {
   }
   ExecSql(file.path(),
           "DROP TRIGGER packed_points_point_insert; DROP TRIGGER packed_points_point_update; "
-          "DROP TRIGGER packed_points_point_delete; DROP TABLE packed_points; PRAGMA user_version = 10;");
+          "DROP TRIGGER packed_points_point_move; DROP TRIGGER packed_points_point_delete; DROP TABLE "
+          "packed_points; "
+          "PRAGMA user_version = 10;");
   auto reopened = ResultStore::Open(file.path());
   ASSERT_TRUE(reopened.ok()) << reopened.status().message();
   EXPECT_EQ(QueryInt(file.path(), "PRAGMA user_version"), kStoreSchemaVersion);

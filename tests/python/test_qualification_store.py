@@ -101,6 +101,7 @@ def test_history_qualification_bad_input(tmp_path):
 V3_POINT_TRIGGERS = """
 DROP TRIGGER packed_points_point_insert;
 DROP TRIGGER packed_points_point_update;
+DROP TRIGGER packed_points_point_move;
 DROP TRIGGER packed_points_point_delete;
 DROP TABLE packed_points;
 DROP TRIGGER series_points_cell_insert;
