@@ -17,8 +17,9 @@
 //   BM_Regressions/<days>/<packed>
 //                              FindRegressions over the last <days> days (14: the default);
 //                              packed 0 reads a copy of the history without packed_points
-//                              (FILE.rows.db, made on first use), as a store whose runs are
-//                              unfinished or older than schema 11 is read
+//                              (FILE.rows.db, copied again by each process that runs
+//                              one), as a store whose runs are unfinished or older than
+//                              schema 11 is read
 //   BM_Compare                 CompareRuns of the last two nights (all their cells)
 // Environment: FRAMEGATE_STORE_BENCH_DB (default /tmp/framegate-store-bench-year.db),
 // FRAMEGATE_STORE_BENCH_RUNS / _GPUS / _CELLS (default 365 / 100 / 200).
