@@ -366,7 +366,7 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const Ba
   const size_t model_count = std::max<size_t>(models.names().size(), 1);
   std::vector<int> series_at(specs.facts.size() * model_count, -1);
   std::vector<char> family_on_model(specs.families.names().size() * model_count, 0);
-  std::vector<size_t> start;  // per series: its point count, then (summed) where its points start
+  std::vector<size_t> start;  // per series: its point count, then where its next point goes
   auto series_of = [&](size_t run, const RawPoint& p) -> int& {
     const SpecFacts& facts = specs.facts[static_cast<size_t>(p.spec)];
     const size_t model = static_cast<size_t>(run_models[run][static_cast<size_t>(facts.device)]);
@@ -387,17 +387,18 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const Ba
     }
   }
   size_t total = 0;
-  for (size_t i = 0; i < data.series.size(); ++i) {
-    total += start[i];
-    start[i] = total - start[i];
-  }
+  for (size_t count : start) total += count;
   data.point_array = AllocateSeriesPoints(total);
   SeriesPoint* points = data.point_array.get();
-  for (size_t i = 0; i < data.series.size(); ++i) data.series[i].points = PointSpan(points + start[i], 0);
+  for (size_t i = 0, at = 0; i < data.series.size(); ++i) {
+    data.series[i].points = PointSpan(points + at, start[i]);
+    const size_t count = start[i];
+    start[i] = at;  // from here: where the series' next point goes
+    at += count;
+  }
   for (size_t run = 0; run < n; ++run) {
     for (const RawPoint& p : raw[run]) {
-      PointSpan& span = data.series[static_cast<size_t>(series_of(run, p))].points;
-      SeriesPoint& point = span.begin()[span.size()];
+      SeriesPoint& point = points[start[static_cast<size_t>(series_of(run, p))]++];
       point.run = static_cast<int>(run);
       point.status = p.status;
       point.latency = p.latency;
@@ -405,7 +406,6 @@ StatusOr<SeriesData> LoadSeries(SqliteDb& db, const std::string& since, const Ba
       point.mean_ssim = p.mean_ssim;
       point.rel_l2 = p.rel_l2;
       point.recorded = p.recorded;
-      span = PointSpan(span.begin(), span.size() + 1);
     }
     std::vector<RawPoint>().swap(raw[run]);
   }
