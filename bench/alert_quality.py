@@ -339,9 +339,11 @@ def main():
     ap.add_argument("--injected-worlds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=24)
     ap.add_argument("--json", default="", help="also write every tally as JSON here")
+    ap.add_argument("--fixture", default=str(FIXTURE), help="the recorded A/A nights (alert_record.py --fixture)")
+    ap.add_argument("--template", default=str(TEMPLATE), help="the run.json every night is made from")
     args = ap.parse_args()
-    fixture = json.loads(FIXTURE.read_text())
-    template = json.loads(TEMPLATE.read_text())
+    fixture = json.loads(pathlib.Path(args.fixture).read_text())
+    template = json.loads(pathlib.Path(args.template).read_text())
     rng = random.Random(args.seed)
     sigma = noise_sigma(fixture)
     n_recorded = len(fixture["nights"])
@@ -377,6 +379,10 @@ def main():
                     continue
                 if world.env:
                     tally(f"{s['kind']} ({world.env})", "environment", method, s, alerts, i)
+                    if "no effect" not in s["kind"]:
+                        size = 0.5 if "+50" in s["kind"] else 0.3
+                        tally("environment moved >= 3 sigma" if size >= 3 * sigma[s["cell"]]
+                              else "environment moved < 3 sigma", "environment", method, s, alerts, i)
                     continue
                 target = dict(KINDS)[s["kind"]]
                 tally(s["kind"], target, method, s, alerts, i)
@@ -384,6 +390,8 @@ def main():
                     big = STEP_SIZE[s["kind"]] >= 3 * sigma[s["cell"]]
                     tally("latency steps >= 3 sigma" if big else "latency steps < 3 sigma", "alert", method, s,
                           alerts, i)
+                    if STEP_SIZE[s["kind"]] >= 5 * sigma[s["cell"]]:
+                        tally("latency steps >= 5 sigma", "alert", method, s, alerts, i)
             if not world.name.startswith("aa") and not world.env:
                 for i, s in enumerate(world.series):
                     tally("all injected series", "alert" if dict(KINDS)[s["kind"]] == "alert" else "mixed",

@@ -76,16 +76,19 @@ def main():
     ap.add_argument("--append", action="store_true",
                     help="keep the fixture's nights and template and record --nights more after them "
                          "(a night whose metrics differ from the fixture's is refused: other code)")
+    ap.add_argument("--fixture", default=str(FIXTURE), help="where the nights are written (and read, --append)")
+    ap.add_argument("--template", default=str(TEMPLATE), help="where the first night's trimmed run.json is written")
     args = ap.parse_args()
+    fixture_path, template_path = pathlib.Path(args.fixture), pathlib.Path(args.template)
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="framegate-aa-"))
     work.mkdir(parents=True, exist_ok=True)
     db = str(work / "aa.db")
     rng = random.Random(args.seed)
     nights, cells = [], None
     if args.append:
-        kept = json.loads(FIXTURE.read_text())
+        kept = json.loads(fixture_path.read_text())
         if kept.get("repeats") != args.repeats:
-            sys.exit(f"{FIXTURE}: recorded with --repeats {kept.get('repeats')}, not {args.repeats}")
+            sys.exit(f"{fixture_path}: recorded with --repeats {kept.get('repeats')}, not {args.repeats}")
         nights, cells = kept["nights"], kept["cells"]
     for k in range(len(nights), len(nights) + args.nights):
         busy = rng.choice([0, 1]) if args.busy_loops else 0
@@ -95,7 +98,7 @@ def main():
         if cells is None:
             cells = [{"cell_id": c["cell_id"], "policy": c["policy"], "seed": c["seed"]}
                      for c in run["cells"]]
-            json.dump(trim_template(run), open(TEMPLATE, "w"), indent=1)
+            json.dump(trim_template(run), open(template_path, "w"), indent=1)
         by_id = {c["cell_id"]: c for c in run["cells"]}
         missing = [c["cell_id"] for c in cells if c["cell_id"] not in by_id]
         if missing:
@@ -126,8 +129,8 @@ def main():
         fixture = {"format": "framegate-alert-aa", "version": 1, "matrix": "bench/data/alert_matrix.toml",
                    "repeats": args.repeats, "recorded_with": "bench/alert_record.py", "cells": cells,
                    "nights": nights}
-        FIXTURE.write_text(json.dumps(fixture, separators=(",", ":")) + "\n")
-    print(f"wrote {FIXTURE} ({len(nights)} nights) and {TEMPLATE}; store {db}")
+        fixture_path.write_text(json.dumps(fixture, separators=(",", ":")) + "\n")
+    print(f"wrote {fixture_path} ({len(nights)} nights) and {template_path}; store {db}")
 
 
 if __name__ == "__main__":
