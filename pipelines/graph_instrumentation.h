@@ -9,7 +9,8 @@
 //   framegate::exit_module(int site) -> ()            just after it (and its `after`s)
 // The node then consumes what `before` returned, and its users consume what `after`
 // returned, so an observer can also replace values (FP16 emulation rounds an output; an
-// FP32 island casts a submodule's inputs to float32 and its outputs back).
+// FP32 island casts a submodule's inputs to float32, and its outputs back where they are
+// consumed).
 // All four ops are registered with CONSERVATIVE alias analysis: no pass removes or
 // reorders them.
 //

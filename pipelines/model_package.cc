@@ -93,15 +93,15 @@ class TorchScriptModel : public VideoModel {
     active_ = &m;
     m.instrumentation->ResetStack();
     const ScopedPlainGraphExecution plain;
-    OpIslandObserver op_islands(observer_.policy(), observer_, watch_, step_);  // op_islands.h
-    const GraphInstrumentation::ActiveScope scope(*m.instrumentation, ShadowOrSelf(op_islands, step_));
+    IslandObserver islands(observer_.policy(), observer_, watch_, step_);  // op_islands.h
+    const GraphInstrumentation::ActiveScope scope(*m.instrumentation, ShadowOrSelf(islands, step_));
     observer_.BeginForward();
     std::vector<c10::IValue> args;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const bool timesteps = &m == &denoiser_ && i == 1;  // t stays float32 (the contract)
       args.emplace_back(observer_.EnterRoot(m.root, inputs[i], timesteps));
     }
-    const at::Tensor out = m.module.forward(args).toTensor();
+    const at::Tensor out = islands.LeaveRoot(m.module.forward(args).toTensor());
     return observer_.LeaveRoot(m.root, out);
   }
 

@@ -216,7 +216,7 @@ def forward(self, x):
     DtypePolicy policy = Fp16Emulated();
     policy.fp32_modules = islands;
     PackageObserver inner(policy, true);
-    OpIslandObserver observer(policy, inner, ModuleObserver(), 0);
+    IslandObserver observer(policy, inner, ModuleObserver(), 0);
     return Forward(root, *instrumentation, observer, x);
   };
   EXPECT_TRUE(run({}).isnan().any().item<bool>());
@@ -237,11 +237,37 @@ TEST(OpIslandsTest, AViewOrACopyOfAnIslandOutputIsConvertedWhereItLeaves) {
     DtypePolicy policy = Fp16Emulated();
     policy.fp32_modules = {"m:aten::matmul"};
     PackageObserver inner(policy, true);
-    OpIslandObserver observer(policy, inner, ModuleObserver(), 0);
+    IslandObserver observer(policy, inner, ModuleObserver(), 0);
     EXPECT_TRUE(
         Forward(root, *instrumentation, observer, torch::full({2, 4}, 300.0)).isnan().any().item<bool>())
         << body;
   }
+}
+
+// m.big makes 1e5 (Inf in FP16), m.small scales it back to 1. Module islands hand over in
+// float32 to an island consumer; anything else outside the islands (an op, the forward's
+// return) takes the output in FP16.
+TEST(ModuleIslandsTest, AnIslandsOutputStaysFloat32UpToItsIslandConsumer) {
+  jit::Module root("Chain");
+  root.register_module("big", Leaf("Big", "x * 100000.0"));
+  root.register_module("small", Leaf("Small", "x * 0.00001"));
+  root.define("def forward(self, x):\n    return self.small.forward(self.big.forward(x))\n");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  auto run = [&](jit::Module& module, GraphInstrumentation& instrumented,
+                 const std::vector<std::string>& islands) {
+    DtypePolicy policy = Fp16Emulated();
+    policy.fp32_modules = islands;
+    PackageObserver inner(policy, true);
+    IslandObserver observer(policy, inner, ModuleObserver(), 0);
+    return observer.LeaveRoot(Forward(module, instrumented, observer, torch::ones({2, 4})));
+  };
+  EXPECT_TRUE(at::allclose(run(root, *instrumentation, {"m.big", "m.small"}), torch::ones({2, 4})));
+  EXPECT_TRUE(run(root, *instrumentation, {"m.big"}).isinf().all().item<bool>());
+  jit::Module alone("Alone");
+  alone.register_module("big", Leaf("Big", "x * 100000.0"));
+  alone.define("def forward(self, x):\n    return self.big.forward(x)\n");
+  const auto alone_instrumentation = GraphInstrumentation::Instrument(alone, "m");
+  EXPECT_TRUE(run(alone, *alone_instrumentation, {"m.big"}).isinf().all().item<bool>());
 }
 
 // m.norm (an island) takes (x + 64) through a transpose and a copy: the add made its input;

@@ -40,40 +40,57 @@ bool HasOpIslands(const DtypePolicy& policy) {
   return false;
 }
 
-bool OpIslandObserver::IsIslandOp(const std::string& path, const GraphSite& site) const {
+bool IslandObserver::IsIslandOp(const std::string& path, const GraphSite& site) const {
   return site.kind == GraphSite::Kind::kOp && !policy_.InFp32Module(path) &&
          MatchesOpIsland(policy_, path, site.op);
 }
 
-bool OpIslandObserver::IsIslandOutput(const at::Tensor& value) const {
+bool IslandObserver::IsIslandOutput(const at::Tensor& value) const {
   return value.defined() && value.has_storage() &&
          island_storages_.count(value.storage().unsafeGetStorageImpl()) > 0;
 }
 
-at::Tensor OpIslandObserver::Before(const std::string& path, const GraphSite& site, int input_index,
-                                    const at::Tensor& value) {
+at::Tensor IslandObserver::ToCompute(const at::Tensor& value) const {
+  return policy_.emulate_fp16 ? value.to(at::kHalf).to(at::kFloat) : value.to(policy_.compute);
+}
+
+at::Tensor IslandObserver::Before(const std::string& path, const GraphSite& site, int input_index,
+                                  const at::Tensor& value) {
   if (!active_) return inner_.Before(path, site, input_index, value);
   if (site.kind == GraphSite::Kind::kCopyingView) {
     copy_of_island_output_ = IsIslandOutput(value) ? &site : nullptr;
     return inner_.Before(path, site, input_index, value);
   }
   if (IsIslandOp(path, site)) return IsReducedFloat(value) ? value.to(at::kFloat) : value;
-  const std::string consumer =
-      site.kind == GraphSite::Kind::kOp ? path : (path.empty() ? site.callee : path + "." + site.callee);
-  at::Tensor in = value;
-  if (IsIslandOutput(value) && !policy_.InFp32Module(consumer) && value.scalar_type() == at::kFloat) {
-    in = policy_.emulate_fp16 ? value.to(at::kHalf).to(at::kFloat) : value.to(policy_.compute);
+  // A module call is not a consumer: the ops inside take the value (an island op there
+  // in float32).
+  if (site.kind != GraphSite::Kind::kOp || !IsIslandOutput(value) || policy_.InFp32Module(path) ||
+      value.scalar_type() != at::kFloat) {
+    return inner_.Before(path, site, input_index, value);
   }
-  return inner_.Before(path, site, input_index, in);
+  return inner_.Before(path, site, input_index, ToCompute(value));
 }
 
-at::Tensor OpIslandObserver::After(const std::string& path, const GraphSite& site, int output_index,
-                                   const at::Tensor& value) {
+at::Tensor IslandObserver::After(const std::string& path, const GraphSite& site, int output_index,
+                                 const at::Tensor& value) {
   if (active_ && site.kind == GraphSite::Kind::kCopyingView && copy_of_island_output_ == &site) {
     copy_of_island_output_ = nullptr;
     const at::Tensor copy = inner_.After(path, site, output_index, value);
     Remember(copy);  // a reshape's copy of an island output is one too
     return copy;
+  }
+  if (active_ && site.kind == GraphSite::Kind::kModuleCall && !site.callee.empty() &&
+      policy_.InFp32Module(path)) {
+    // `path` is the callee's: a module island returning to a caller outside the islands
+    // hands over its float32 output, a copy of its own (the output may be a view of a
+    // value the caller still holds).
+    const std::string caller = path.substr(0, path.size() - site.callee.size() - 1);
+    const at::Tensor out = inner_.After(path, site, output_index, value);
+    if (policy_.InFp32Module(caller) || !out.defined() || out.scalar_type() != at::kFloat) return out;
+    const at::Tensor handed = out.clone();
+    inner_.HoldLike(handed, out);
+    Remember(handed);
+    return handed;
   }
   if (!active_ || !IsIslandOp(path, site)) return inner_.After(path, site, output_index, value);
   if (value.defined() && value.is_floating_point()) {
@@ -83,7 +100,11 @@ at::Tensor OpIslandObserver::After(const std::string& path, const GraphSite& sit
   return value;
 }
 
-void OpIslandObserver::Remember(const at::Tensor& island_output) {
+at::Tensor IslandObserver::LeaveRoot(const at::Tensor& value) const {
+  return active_ && IsIslandOutput(value) && value.scalar_type() == at::kFloat ? ToCompute(value) : value;
+}
+
+void IslandObserver::Remember(const at::Tensor& island_output) {
   if (!island_output.defined() || !island_output.has_storage()) return;
   island_outputs_.push_back(island_output);
   island_storages_.insert(island_output.storage().unsafeGetStorageImpl());

@@ -10,7 +10,7 @@
 // (DtypePolicy::InFp32Module compares whole paths, which hold no ':'), so the reference
 // model, which has no op sites, ignores it.
 //
-// What an op island does (OpIslandObserver, for model packages): the op's reduced-float
+// What an op island does (IslandObserver, for model packages): the op's reduced-float
 // inputs are cast to float32 and it computes in FP32 (with FP32 accumulation); its output
 // stays float32, unrounded, until a consumer outside any island takes it: there it is
 // cast back to the compute dtype (rounded through float16 under FP16 emulation), as an
@@ -44,16 +44,24 @@ bool InFp32Op(const DtypePolicy& policy, const std::string& path, const std::str
 // Whether `policy` has any op island entry.
 bool HasOpIslands(const DtypePolicy& policy);
 
-// A GraphObserver that applies a policy's op islands around `inner` (the package
-// observer): island ops skip `inner` entirely (no rounding, no reduced accumulation),
-// and their outputs are converted where a non-island node consumes them. With no op
-// island it passes everything to `inner` unchanged. One per forward; not thread-safe.
-class OpIslandObserver : public GraphObserver {
+// A GraphObserver that applies a policy's islands around `inner` (the package observer):
+//   - island ops skip `inner` entirely (no rounding, no reduced accumulation);
+//   - a module island returning to a caller outside the islands hands over a float32
+//     copy of its output (`inner` casts its inputs and computes it in FP32);
+// and both outputs stay float32 until a consumer outside any island takes them: an op
+// (not a module call: the ops inside it are the consumers), or the root's return
+// (LeaveRoot). There they are
+// cast to the compute dtype (rounded through float16 under FP16 emulation), as an
+// autocast FP32 op's output is cast by the op that consumes it; an island consumer takes
+// them in float32. (An in-place op is not observed, graph_instrumentation.h: it writes
+// the float32 value.) With no island it passes everything to `inner` unchanged. One per
+// forward; not thread-safe.
+class IslandObserver : public GraphObserver {
  public:
   // `watch` (may be empty) sees each island op's output, unrounded, at sampler `step`, as
   // `inner` shows other op outputs to the model's ModuleObserver (NaN localisation).
-  OpIslandObserver(const DtypePolicy& policy, GraphObserver& inner, const ModuleObserver& watch, int step)
-      : policy_(policy), inner_(inner), watch_(watch), step_(step), active_(HasOpIslands(policy)) {}
+  IslandObserver(const DtypePolicy& policy, GraphObserver& inner, const ModuleObserver& watch, int step)
+      : policy_(policy), inner_(inner), watch_(watch), step_(step), active_(!policy.fp32_modules.empty()) {}
 
   at::Tensor Before(const std::string& path, const GraphSite& site, int input_index,
                     const at::Tensor& value) override;
@@ -63,9 +71,12 @@ class OpIslandObserver : public GraphObserver {
   void HoldLike(const at::Tensor& replacement, const at::Tensor& value) override {
     inner_.HoldLike(replacement, value);
   }
+  // The forward's output: cast like an island output taken outside, when it is one.
+  at::Tensor LeaveRoot(const at::Tensor& value) const;
 
  private:
   bool IsIslandOp(const std::string& path, const GraphSite& site) const;
+  at::Tensor ToCompute(const at::Tensor& value) const;
   bool IsIslandOutput(const at::Tensor& value) const;
   void Remember(const at::Tensor& island_output);
 

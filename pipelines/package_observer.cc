@@ -149,13 +149,9 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   }
   at::Tensor out = value;
   const bool in_island = policy_.InFp32Module(path);
-  if (site.kind == GraphSite::Kind::kModuleCall && !site.callee.empty() && in_island) {
-    // `path` is the callee's; leaving an island for a caller outside it.
-    const std::string caller = path.substr(0, path.size() - site.callee.size() - 1);
-    if (!policy_.InFp32Module(caller) && IsFloat32(out)) {
-      out = policy_.emulate_fp16 ? Emulate(out, would_be_.reduced(), false) : out.to(policy_.compute);
-    }
-  } else if (site.kind == GraphSite::Kind::kOp) {
+  // A module island's output leaving for a caller outside: IslandObserver casts it where
+  // it is taken.
+  if (site.kind == GraphSite::Kind::kOp) {
     if (widening_.site == &site) {
       if (widening_.widened && IsFloat32(out)) out = out.to(accumulation_.widened);
       widening_ = Widening{};

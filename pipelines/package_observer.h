@@ -2,7 +2,8 @@
 // TorchScript package (pipelines/graph_instrumentation.h), so that a package gets what the
 // reference model gets:
 //   - FP32 islands by module path (DtypePolicy::fp32_modules): at the boundary of an
-//     island the inputs are cast to float32 and the outputs back to the compute dtype;
+//     island the inputs are cast to float32; its outputs go back to the compute dtype
+//     where a consumer outside the islands takes them (IslandObserver, op_islands.h);
 //   - FP16 emulation (DtypePolicy::emulate_fp16) by dtype propagation
 //     (pipelines/dtype_propagation.h): an op output outside an island is rounded through
 //     float16 (overflow to Inf, underflow to 0, 10-bit mantissa) exactly when a real FP16
