@@ -31,9 +31,7 @@ struct DtypePolicy {
   // Modules kept in FP32 by path: globs (fnmatch, `*` spans dots) over module paths,
   // "denoiser.blocks.*.ff" for a package, "blocks.*.ff" or "decoder" for the reference
   // model. A module is inside an island when its path or an ancestor's matches. Its
-  // weights stay FP32, its inputs are cast to FP32, and its outputs back to the compute
-  // dtype: at the boundary in the reference model, where a consumer outside the islands
-  // takes them in a package (op_islands.h).
+  // weights stay FP32, its inputs are cast to FP32 and its outputs back at the boundary.
   std::vector<std::string> fp32_modules;
   // The preset a policy defined in a file starts from (`based_on`); its tolerance
   // profile judges the policy. "" for a preset.
