@@ -46,8 +46,7 @@ bool IslandObserver::IsIslandOp(const std::string& path, const GraphSite& site) 
 }
 
 bool IslandObserver::IsIslandOutput(const at::Tensor& value) const {
-  return value.defined() && value.has_storage() &&
-         island_storages_.count(value.storage().unsafeGetStorageImpl()) > 0;
+  return island_outputs_.Find(value) != nullptr;
 }
 
 at::Tensor IslandObserver::ToCompute(const at::Tensor& value) const {
@@ -104,10 +103,6 @@ at::Tensor IslandObserver::LeaveRoot(const at::Tensor& value) const {
   return active_ && IsIslandOutput(value) && value.scalar_type() == at::kFloat ? ToCompute(value) : value;
 }
 
-void IslandObserver::Remember(const at::Tensor& island_output) {
-  if (!island_output.defined() || !island_output.has_storage()) return;
-  island_outputs_.push_back(island_output);
-  island_storages_.insert(island_output.storage().unsafeGetStorageImpl());
-}
+void IslandObserver::Remember(const at::Tensor& island_output) { island_outputs_.Put(island_output, true); }
 
 }  // namespace framegate

@@ -19,14 +19,12 @@
 // A view or a reshape's copy of an island output is converted as the output is.
 #pragma once
 
-#include <memory>
 #include <string>
-#include <unordered_set>
-#include <vector>
 
 #include "pipelines/dtype_policy.h"
 #include "pipelines/graph_instrumentation.h"
 #include "pipelines/layers.h"
+#include "pipelines/storage_map.h"
 
 namespace framegate {
 
@@ -85,8 +83,7 @@ class IslandObserver : public GraphObserver {
   ModuleObserver watch_;  // a copy: callers may pass a temporary
   int step_;
   bool active_;
-  std::vector<at::Tensor> island_outputs_;  // kept alive: their storages identify them and their views
-  std::unordered_set<const void*> island_storages_;
+  StorageMap<bool> island_outputs_;                   // by storage: an output and its views (not kept alive)
   const GraphSite* copy_of_island_output_ = nullptr;  // a copying view whose input is one
 };
 
