@@ -33,6 +33,7 @@ nights from t0 to the first alert. Latency steps are also pooled by size relativ
 cell's own night-to-night noise (sigma: 1.4826 x MAD of the recorded nightly medians).
 
   /usr/bin/python3 bench/alert_quality.py --bin build/bin/framegate [--replicas 20]
+      [--fixture bench/data/alert_aa_nights_2026-11-28.json --template bench/data/alert_template_run_2026-11-28.json]
 """
 import argparse
 import copy
@@ -66,6 +67,8 @@ KINDS = [
     ("flaky", "none"),
 ]
 NUMERIC = {"rel_l2 +10%", "rel_l2 x2", "min_psnr -0.5 dB", "min_psnr -3 dB"}
+# The environment worlds' latency change from ENV_NIGHT on, relative, by kind.
+ENV_STEP = {"environment +50%": 0.5, "environment -30%": -0.3, "environment, no effect": 0.0}
 
 
 def cell_id(cell):
@@ -124,16 +127,15 @@ class World:
                     if kind == "flaky":
                         t0 = 0  # a flaky cell is flaky all along
                 if env:
-                    kind, t0 = ["environment +50%", "environment -30%", "environment, no effect"][c % 3], ENV_NIGHT
+                    kind, t0 = list(ENV_STEP)[c % 3], ENV_NIGHT
                 values = []
                 for t in range(NIGHTS):
                     night = fixture["nights"][draws[r][t % len(draws[r])]]
                     v = {"status": night["status"][c], "repeats": list(night["repeats"][c]),
                          "min_psnr": night["min_psnr"][c], "mean_ssim": night["mean_ssim"][c],
                          "rel_l2": night["rel_l2"][c]}
-                    if env and t >= t0 and "no effect" not in kind:
-                        s = 0.5 if "+50" in kind else -0.3
-                        v["repeats"] = [x * (1 + s) for x in v["repeats"]]
+                    if env and t >= t0:
+                        v["repeats"] = [x * (1 + ENV_STEP[kind]) for x in v["repeats"]]
                     else:
                         apply_kind(kind, t, t0, v, rng)
                     values.append(v)
@@ -379,8 +381,8 @@ def main():
                     continue
                 if world.env:
                     tally(f"{s['kind']} ({world.env})", "environment", method, s, alerts, i)
-                    if "no effect" not in s["kind"]:
-                        size = 0.5 if "+50" in s["kind"] else 0.3
+                    size = abs(ENV_STEP[s["kind"]])
+                    if size > 0:
                         tally("environment moved >= 3 sigma" if size >= 3 * sigma[s["cell"]]
                               else "environment moved < 3 sigma", "environment", method, s, alerts, i)
                     continue

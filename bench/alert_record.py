@@ -14,6 +14,7 @@ tiny cell took over 120 s (every cell a TIMEOUT), one thread 1-6 s.
 
   /usr/bin/python3 bench/alert_record.py --bin build/bin/framegate --nights 40
   /usr/bin/python3 bench/alert_record.py --bin build/bin/framegate --nights 12 --append  # 12 more
+  /usr/bin/python3 bench/alert_record.py --nights 40 --fixture /tmp/aa.json --template /tmp/aa-template.json
 """
 import argparse
 import json
