@@ -33,13 +33,6 @@ bool InFp32Op(const DtypePolicy& policy, const std::string& path, const std::str
   return policy.InFp32Module(path) || MatchesOpIsland(policy, path, op);
 }
 
-bool HasOpIslands(const DtypePolicy& policy) {
-  for (const std::string& entry : policy.fp32_modules) {
-    if (IsOpIslandEntry(entry)) return true;
-  }
-  return false;
-}
-
 bool IslandObserver::IsIslandOp(const std::string& path, const GraphSite& site) const {
   return site.kind == GraphSite::Kind::kOp && !policy_.InFp32Module(path) &&
          MatchesOpIsland(policy_, path, site.op);

@@ -39,21 +39,17 @@ bool MatchesOpIsland(const DtypePolicy& policy, const std::string& path, const s
 // Whether op `op` at `path` computes in FP32 under `policy`: an op island selects it, or
 // `path` is inside a module island.
 bool InFp32Op(const DtypePolicy& policy, const std::string& path, const std::string& op);
-// Whether `policy` has any op island entry.
-bool HasOpIslands(const DtypePolicy& policy);
-
 // A GraphObserver that applies a policy's islands around `inner` (the package observer):
 //   - island ops skip `inner` entirely (no rounding, no reduced accumulation);
 //   - a module island returning to a caller outside the islands hands over a float32
 //     copy of its output (`inner` casts its inputs and computes it in FP32);
 // and both outputs stay float32 until a consumer outside any island takes them: an op
 // (not a module call: the ops inside it are the consumers), or the root's return
-// (LeaveRoot). There they are
-// cast to the compute dtype (rounded through float16 under FP16 emulation), as an
-// autocast FP32 op's output is cast by the op that consumes it; an island consumer takes
-// them in float32. (An in-place op is not observed, graph_instrumentation.h: it writes
-// the float32 value.) With no island it passes everything to `inner` unchanged. One per
-// forward; not thread-safe.
+// (LeaveRoot). There they are cast to the compute dtype (rounded through float16 under
+// FP16 emulation), as an autocast FP32 op's output is cast by the op that consumes it;
+// an island consumer takes them in float32. (An in-place op is not observed,
+// graph_instrumentation.h: it writes the float32 value.) With no island it passes
+// everything to `inner` unchanged. One per forward; not thread-safe.
 class IslandObserver : public GraphObserver {
  public:
   // `watch` (may be empty) sees each island op's output, unrounded, at sampler `step`, as
