@@ -159,6 +159,9 @@ const std::vector<size_t>& WeightOperandCandidates(c10::Symbol kind) {
       {c10::Symbol::fromQualString("aten::conv2d"), {1}},
       {c10::Symbol::fromQualString("aten::conv3d"), {1}},
       {c10::Symbol::fromQualString("aten::_convolution"), {1}},
+      {c10::Symbol::fromQualString("aten::conv_transpose1d"), {1}},
+      {c10::Symbol::fromQualString("aten::conv_transpose2d"), {1}},
+      {c10::Symbol::fromQualString("aten::conv_transpose3d"), {1}},
       {c10::Symbol::fromQualString("aten::matmul"), {1, 0}},
       {c10::Symbol::fromQualString("aten::mm"), {1, 0}},
       {c10::Symbol::fromQualString("aten::bmm"), {1, 0}},
@@ -178,10 +181,15 @@ bool IsWeightRead(const jit::Value* value) {
 // linear and the convolutions name their weight by position: operand 1 is the weight even
 // when it reaches the op as a method argument (nn.Conv3d's _conv_forward(input, weight)).
 bool HasPositionalWeight(c10::Symbol kind) {
-  static const auto* const kinds = new std::unordered_set<c10::Symbol>{
-      c10::Symbol::fromQualString("aten::linear"), c10::Symbol::fromQualString("aten::conv1d"),
-      c10::Symbol::fromQualString("aten::conv2d"), c10::Symbol::fromQualString("aten::conv3d"),
-      c10::Symbol::fromQualString("aten::_convolution")};
+  static const auto* const kinds =
+      new std::unordered_set<c10::Symbol>{c10::Symbol::fromQualString("aten::linear"),
+                                          c10::Symbol::fromQualString("aten::conv1d"),
+                                          c10::Symbol::fromQualString("aten::conv2d"),
+                                          c10::Symbol::fromQualString("aten::conv3d"),
+                                          c10::Symbol::fromQualString("aten::_convolution"),
+                                          c10::Symbol::fromQualString("aten::conv_transpose1d"),
+                                          c10::Symbol::fromQualString("aten::conv_transpose2d"),
+                                          c10::Symbol::fromQualString("aten::conv_transpose3d")};
   return kinds->count(kind) > 0;
 }
 

@@ -86,9 +86,9 @@ struct GraphSite {
   // The callee method ("forward") or the op's qualified name ("aten::linear").
   std::string op;
   // kOp only: for ops with weights (aten::linear, aten::conv1d/2d/3d, aten::_convolution,
-  // aten::matmul/mm/bmm/addmm with an operand read from a module attribute, or a tensor
-  // constant in a frozen module): the index of the weight operand among the node's
-  // inputs, else -1.
+  // aten::conv_transpose1d/2d/3d, aten::matmul/mm/bmm/addmm with an operand read from a
+  // module attribute, or a tensor constant in a frozen module): the index of the weight
+  // operand among the node's inputs, else -1.
   int weight_input = -1;
   // kOp only: how the node's argument named "dtype" fixes its output dtype: absent or
   // None (kNone), a constant (kConstant: `dtype_constant`), or computed at run time

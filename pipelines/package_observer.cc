@@ -18,12 +18,17 @@ at::Tensor RoundThroughHalf(const at::Tensor& t) { return t.to(at::kHalf).to(at:
 
 enum class MatmulKind { kNone, kLinear, kMatmul, kConvolution };
 
+bool IsTransposedConvolution(const std::string& op) {
+  return op == "aten::conv_transpose1d" || op == "aten::conv_transpose2d" || op == "aten::conv_transpose3d";
+}
+
 // How an op accumulates, for the emulation: linear (x, W, b), a product of two operands,
 // a convolution (TF32 inputs only), or none of these.
 MatmulKind KindOf(const std::string& op) {
   if (op == "aten::linear") return MatmulKind::kLinear;
   if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") return MatmulKind::kMatmul;
-  if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d" || op == "aten::_convolution") {
+  if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d" || op == "aten::_convolution" ||
+      IsTransposedConvolution(op)) {
     return MatmulKind::kConvolution;
   }
   return MatmulKind::kNone;
@@ -42,7 +47,9 @@ void RaiseMixedOperandError(const std::string& op, int later_index, c10::ScalarT
                      at::TensorOptions().dtype(dtype));
   };
   const at::Tensor a = operand(0), b = operand(1), bias = later_index == 2 ? operand(2) : at::Tensor();
-  if (convolution) {
+  if (IsTransposedConvolution(op)) {
+    at::conv_transpose1d(a, b, bias);
+  } else if (convolution) {
     at::conv1d(a, b, bias);
   } else if (op == "aten::linear") {
     at::linear(a, b, bias);

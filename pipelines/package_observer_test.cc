@@ -106,6 +106,56 @@ def forward(self, t, x):
   }
 }
 
+// The same for a transposed convolution (ConvTranspose1d/2d/3d): its weight is operand 1.
+TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToAnFp16TransposedConvolution) {
+  Emulated m(R"JIT(
+def forward(self, t, x):
+    emb = torch.sin(t.float()[:, None] * torch.ones(4))
+    return torch.conv_transpose1d(emb[:, :, None], self.w[:, :, None]) + x.sum()
+)JIT");
+  try {
+    m.Forward({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
+    FAIL() << "no dtype error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("Input type (fp32) and weight type (fp16) should be the same"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(m.instrumentation->last_op(), "aten::conv_transpose1d");
+  }
+}
+
+// Where this CPU's kernels sum BF16 products in BF16, a BF16 transposed convolution is
+// computed in FP32 from the same BF16 values, as the other convolutions are. (LibTorch
+// 1.13's own BF16 kernel there also returns a wrong shape for a strided one.)
+TEST(PackageObserverTest, Bf16TransposedConvolutionIsWidenedWhereTheCpuSumsInBf16) {
+  DtypePolicy bf16;
+  bf16.name = "bf16";
+  bf16.storage = WeightStorage::kBFloat16;
+  bf16.compute = at::kBFloat16;
+  if (AccumulationOf(bf16, /*on_cpu=*/true).widened != at::kBFloat16) {
+    GTEST_SKIP() << "this CPU sums BF16 products in FP32";
+  }
+  jit::Module module{"M"};
+  const at::Tensor weight = torch::randn({4, 4, 4, 4}).to(at::kBFloat16);
+  module.register_parameter("w", weight, /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    return torch.conv_transpose2d(x, self.w, None, 2, 1)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  PackageObserver observer(bf16, /*on_cpu=*/true);
+  const at::Tensor x = torch::randn({1, 4, 8, 8}).to(at::kBFloat16);
+  const ScopedPlainGraphExecution plain;
+  const torch::NoGradGuard no_grad;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  observer.BeginForward();
+  const at::Tensor y = module.forward({x}).toTensor();
+  const at::Tensor expected =
+      at::conv_transpose2d(x.to(at::kFloat), weight.to(at::kFloat), {}, 2, 1).to(at::kBFloat16);
+  ASSERT_EQ(y.sizes(), expected.sizes());
+  EXPECT_TRUE(torch::equal(y, expected));
+}
+
 // x.float() of an FP16 activation is a new float32 tensor: x itself stays FP16.
 TEST(PackageObserverTest, Fp16EmulationFloatOfAnActivationLeavesTheActivationFp16) {
   Emulated m(R"JIT(
