@@ -493,6 +493,7 @@ VideoMetrics ComputeVideoMetrics(const VideoView& ref, const VideoView& cand,
   assert(CheckSameShape(ref, cand).ok());
   VideoMetrics out;
   out.frames.resize(ref.frames);
+  out.ssim_measured = ref.height >= kTaps && ref.width >= kTaps;
   std::vector<FrameSums> sums(ref.frames);
   ScoreFrames(ref, cand, options.num_threads, &out, &sums);
   Summarize(sums, &out);

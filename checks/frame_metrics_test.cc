@@ -192,6 +192,9 @@ TEST(FrameMetricsTest, PsnrAndSsimDecreaseAsNoiseGrows) {
 TEST(FrameMetricsTest, SsimIsNanForFramesSmallerThanTheWindow) {
   const Video v = MovingPattern(1, 10, 64, 0);
   EXPECT_TRUE(std::isnan(FrameSsim(v.View().Frame(0), v.View().Frame(0))));
+  EXPECT_FALSE(ComputeVideoMetrics(v.View(), v.View()).ssim_measured);
+  const Video eleven = MovingPattern(1, 11, 11, 0);
+  EXPECT_TRUE(ComputeVideoMetrics(eleven.View(), eleven.View()).ssim_measured);
 }
 
 TEST(FrameMetricsTest, TemporalErrorIsZeroForIdenticalVideos) {

@@ -131,6 +131,7 @@ StatusOr<ToleranceProfile> FindToleranceProfile(const std::string& name) {
 std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile,
                                                  const ComparisonMetrics& metrics) {
   for (const NamedMetric& m : NamedMetrics(metrics)) {
+    if (!metrics.video.ssim_measured && (m.name == "mean_ssim" || m.name == "min_ssim")) continue;
     for (const ToleranceBound& b : profile.bounds) {
       if (b.metric != m.name) continue;
       const bool ok = b.is_min ? m.value >= b.bound : m.value <= b.bound;  // NaN: false

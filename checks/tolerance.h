@@ -55,8 +55,8 @@ const std::vector<ToleranceProfile>& ShippedToleranceProfiles();
 StatusOr<ToleranceProfile> FindToleranceProfile(const std::string& name);
 
 // The first bound (in NamedMetrics() order) the metrics break; NaN breaks every bound.
-// A bound on a metric the metrics do not have (fp64_error_ratio without --fp64-ref) is
-// skipped.
+// A bound on a metric the metrics do not have (fp64_error_ratio without --fp64-ref, the
+// SSIMs of frames smaller than SSIM's window: ssim_measured false) is skipped.
 std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile,
                                                  const ComparisonMetrics& metrics);
 

@@ -37,6 +37,22 @@ TEST(ToleranceTest, FirstViolationNamesMetricValueAndBound) {
   EXPECT_EQ(FirstViolation(x, with_ratio)->Reason(), "fp64_error_ratio 3 > 2");
 }
 
+// Frames smaller than SSIM's 11x11 window have no SSIM (NaN): its bounds judge nothing
+// there, as a healthy 8x8 model's identical frames once FAILed "min_ssim nan". Measured
+// SSIMs that are NaN (NaN frames) still break them.
+TEST(ToleranceTest, SsimBoundsSkipFramesSmallerThanTheWindow) {
+  StatusOr<std::vector<ToleranceProfile>> p = ParseToleranceProfiles(
+      "[profile.x]\nmin_psnr = 30.0\nmin_ssim = 0.9\nmin_mean_ssim = 0.95\n", "t.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ComparisonMetrics small = Metrics(INFINITY, 0);
+  small.video.min_ssim = small.video.mean_ssim = NAN;
+  EXPECT_EQ(FirstViolation(p->at(0), small)->Reason(), "mean_ssim nan (not a number)");
+  small.video.ssim_measured = false;
+  EXPECT_FALSE(FirstViolation(p->at(0), small));
+  small.video.min_psnr = 20;
+  EXPECT_EQ(FirstViolation(p->at(0), small)->Reason(), "min_psnr 20 < 30");
+}
+
 TEST(ToleranceTest, ParseErrorsNameFileLineAndKey) {
   auto r = ParseToleranceProfiles("[profile.x]\nmin_psnr = 30.0\nmin_pnsr = 3.0\n", "t.toml");
   ASSERT_FALSE(r.ok());

@@ -106,6 +106,7 @@ ComparisonMetrics MetricsFromJson(const json& j) {
   if (j.contains("fp64_error_ratio")) {
     m.fp64_error_ratio = ReadNumber(j.at("fp64_error_ratio"), kNaN);
   }
+  m.video.ssim_measured = j.value("ssim_measured", true);
   return m;
 }
 
@@ -127,6 +128,7 @@ json MetricsToJson(const ComparisonMetrics& m) {
   for (const NamedMetric& n : NamedMetrics(m)) {
     j[n.name] = n.name == "min_psnr" ? Psnr(n.value) : Number(n.value);
   }
+  if (!m.video.ssim_measured) j["ssim_measured"] = false;
   return j;
 }
 

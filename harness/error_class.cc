@@ -53,6 +53,8 @@ const char* ErrorClassName(ErrorClass cls) {
       return "unsupported_op";
     case ErrorClass::kOutOfMemory:
       return "out_of_memory";
+    case ErrorClass::kShapeMismatch:
+      return "shape_mismatch";
     case ErrorClass::kOther:
       return "other";
   }

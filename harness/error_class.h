@@ -9,13 +9,16 @@
 //   unsupported_op  "\"addmm_impl_cpu_\" not implemented for 'Half'", "no kernel", ...
 //   out_of_memory   "out of memory", "can't allocate memory", "bad_alloc"
 //   other           anything else
+// and one class no exception gives: shape_mismatch, a cell whose frames or latents have
+// another shape than its golden while the same model in FP32 has the golden's
+// (runners/cell_runner.cc).
 #pragma once
 
 #include <string>
 
 namespace framegate {
 
-enum class ErrorClass { kDtypeMismatch, kFp8Promotion, kUnsupportedOp, kOutOfMemory, kOther };
+enum class ErrorClass { kDtypeMismatch, kFp8Promotion, kUnsupportedOp, kOutOfMemory, kShapeMismatch, kOther };
 const char* ErrorClassName(ErrorClass cls);  // "dtype_mismatch", ...
 
 struct ClassifiedError {

@@ -43,6 +43,9 @@ struct VideoMetrics {
   double min_psnr = 0.0;            // over frames; +infinity when every frame is identical
   double mean_ssim = 0.0;           // over frames
   double min_ssim = 0.0;            // over frames
+  // False when the frames are smaller than SSIM's 11x11 window: the SSIMs are NaN, and
+  // no bound judges them (checks/tolerance.h).
+  bool ssim_measured = true;
   // max |cand - ref| over all elements.
   double max_abs = 0.0;
   // ||cand - ref||_2 / ||ref||_2 over all elements.

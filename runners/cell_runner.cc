@@ -51,6 +51,12 @@ ComparisonMetrics Compare(const Golden& golden, const GenerationResult& r) {
   return m;
 }
 
+// Why no bound judged the SSIMs, or "" when they were measured.
+std::string SsimNote(const std::optional<ComparisonMetrics>& metrics) {
+  if (!metrics || metrics->video.ssim_measured) return "";
+  return "mean_ssim and min_ssim not judged: frames smaller than SSIM's 11x11 window";
+}
+
 // The command that makes the golden `cell` is judged by: its config in FP32 on the CPU.
 std::string MakeGoldenCommand(const ResolvedCell& cell, const std::string& dir) {
   PipelineSpec fp32 = cell.spec;
@@ -86,6 +92,64 @@ StatusOr<GoldenLookup> LookUpGolden(const ResolvedCell& cell, const std::string&
     return golden.status();
   }
   return lookup;
+}
+
+// A module output's shape, in the order the run made them.
+struct ShapeSeen {
+  std::string module;
+  std::string op;
+  std::vector<int64_t> sizes;
+};
+
+StatusOr<std::vector<ShapeSeen>> ShapesOf(const PipelineSpec& spec, ModelCache* models,
+                                          GenerationResult* result) {
+  std::vector<ShapeSeen> seen;
+  const ModuleObserver record = [&seen](const ModuleOutput& out) {
+    seen.push_back({out.module, out.op, out.value.sizes().vec()});
+  };
+  StatusOr<PipelineOutcome> run = RunPipeline(spec, record, nullptr, models);
+  if (!run.ok()) return run.status();
+  if (run->kind != RunEnd::kFinished) return Status::Internal("the run ended early: " + run->error.message);
+  *result = run->result;
+  return seen;
+}
+
+// A cell whose frames or latents have another shape than its golden. When the same model
+// in FP32 makes the golden's shapes, the policy changed the shape: a finding, ERROR
+// shape_mismatch in the first module output whose shape differs from the FP32 run's.
+// Otherwise (an FP32 cell, or FP32 disagrees too) the golden does not fit the model: the
+// Corrupt status of CheckGoldenShapes. Costs two more runs, only on a mismatch.
+StatusOr<std::optional<ClassifiedError>> ShapeFinding(const std::string& golden_path, const Golden& golden,
+                                                      const PipelineSpec& spec, const GenerationResult& r,
+                                                      ModelCache* models) {
+  const Status shapes = CheckGoldenShapes(golden_path, golden, r.frames, r.latents);
+  if (shapes.ok()) return std::optional<ClassifiedError>();
+  if (spec.policy.name == Fp32Policy().name) return shapes;
+  PipelineSpec fp32 = spec;
+  fp32.policy = Fp32Policy();
+  GenerationResult fp32_result, cell_result;
+  StatusOr<std::vector<ShapeSeen>> expected = ShapesOf(fp32, models, &fp32_result);
+  if (!expected.ok() ||
+      !CheckGoldenShapes(golden_path, golden, fp32_result.frames, fp32_result.latents).ok()) {
+    return shapes;
+  }
+  StatusOr<std::vector<ShapeSeen>> made = ShapesOf(spec, models, &cell_result);
+  ClassifiedError error;
+  error.cls = ErrorClass::kShapeMismatch;
+  const bool frames = golden.frames.sizes() != r.frames.sizes();
+  error.message = std::string(frames ? "frames " : "latents ") +
+                  c10::str(frames ? r.frames.sizes() : r.latents.sizes()) +
+                  " where the golden and this model in FP32 have " +
+                  c10::str(frames ? golden.frames.sizes() : golden.latents.sizes());
+  if (made.ok()) {
+    for (size_t i = 0; i < made->size() && i < expected->size(); ++i) {
+      if ((*made)[i].sizes == (*expected)[i].sizes) continue;
+      error.module = (*made)[i].module;
+      error.graph_op = (*made)[i].op;
+      break;
+    }
+  }
+  return std::optional<ClassifiedError>(error);
 }
 
 // error(candidate, fp64) / error(golden, fp64): how many times the FP32 golden's own
@@ -190,9 +254,16 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   in.run = first.kind;
   in.error = first.error;
   in.unsupported = first.unsupported;
+  StatusOr<std::optional<ClassifiedError>> shape_finding = std::optional<ClassifiedError>();
   if (first.kind == RunEnd::kFinished) {
+    shape_finding = ShapeFinding(result.golden, *golden, resolved.spec, first.result, models);
+    if (!shape_finding.ok()) return shape_finding.status();
+  }
+  if (*shape_finding) {
+    in.run = RunEnd::kError;
+    in.error = **shape_finding;
+  } else if (first.kind == RunEnd::kFinished) {
     const GenerationResult& r = first.result;
-    FG_RETURN_IF_ERROR(CheckGoldenShapes(result.golden, *golden, r.frames, r.latents));
     result.health = AssessFrameHealth(r.decoded, r.frames, golden->frames, {});
     result.metrics = Compare(*golden, r);
     in.metrics = &*result.metrics;
@@ -205,9 +276,12 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   result.status = verdict.status;
   result.reason = verdict.reason;
   result.error_class = verdict.error_class;
-  result.error_module = first.error.module;
-  result.error_op = first.error.graph_op;
+  result.error_module = in.error.module;
+  result.error_op = in.error.graph_op;
   result.observed = first.observed;
+  if (const std::string note = SsimNote(result.metrics); !note.empty()) {
+    result.observed += (result.observed.empty() ? "" : "; ") + note;
+  }
   if (inject) {
     result.observed += std::string(result.observed.empty() ? "" : "; ") + "injected " +
                        std::to_string(replayed->injected.size()) + " bit flips (" + inject->ToString() + ")";
@@ -285,9 +359,16 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   in.unresolved = golden->unresolved;
   in.first_nonfinite = &result.first_nonfinite;
   in.health = &result.health;
-  if (outcome->kind == RunEnd::kError) {
+  std::optional<ClassifiedError> shape_finding;
+  if (outcome->kind == RunEnd::kFinished && golden->golden) {
+    StatusOr<std::optional<ClassifiedError>> found =
+        ShapeFinding(result.golden, *golden->golden, spec, outcome->result, models);
+    if (!found.ok()) return found.status();
+    shape_finding = *found;
+  }
+  if (outcome->kind == RunEnd::kError || shape_finding) {
     in.run = RunEnd::kError;
-    in.error = outcome->error;
+    in.error = shape_finding ? *shape_finding : outcome->error;
   } else if (outcome->kind == RunEnd::kUnsupported) {
     in.run = RunEnd::kUnsupported;
     in.unsupported = outcome->unsupported;
@@ -297,8 +378,6 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     result.timings.step_seconds = r.step_seconds;
     result.timings.decode_seconds = r.decode_seconds;
     const at::Tensor golden_frames = golden->golden ? golden->golden->frames : at::Tensor();
-    if (golden->golden)
-      FG_RETURN_IF_ERROR(CheckGoldenShapes(result.golden, *golden->golden, r.frames, r.latents));
     result.health = AssessFrameHealth(r.decoded, r.frames, golden_frames, step_counts);
     result.first_nonfinite = probes.first_nonfinite();
     if (!result.first_nonfinite.found &&
@@ -367,12 +446,13 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     result.producer = *producer;
   }
   if (result.status == CellStatus::kError) {
-    result.error_module = outcome->error.module;
-    result.error_op = outcome->error.graph_op;
+    result.error_module = in.error.module;
+    result.error_op = in.error.graph_op;
   }
   result.observed = outcome->observed;
   result.island_input_makers = outcome->island_input_makers;
-  for (const std::string* note : {&compute_note, &fp64_missing}) {
+  std::string ssim_note = SsimNote(result.metrics);
+  for (const std::string* note : {&compute_note, &fp64_missing, &ssim_note}) {
     if (!note->empty()) result.observed += (result.observed.empty() ? "" : "; ") + *note;
   }
   result.timings.peak_rss_bytes = PeakRssBytes();

@@ -186,3 +186,57 @@ def test_clean_policies_pass_against_the_committed_goldens():
             "--golden-dir", str(committed), "--threads", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert [l.split()[0] for l in r.stdout.splitlines()[:5]] == ["PASS"] * 5, r.stdout
+
+
+def write_frame_dropping_package(path):
+    """A package whose decoder drops its first frame when it computes in BF16."""
+    import torch
+    from torch import nn
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 4, 1)
+
+        def forward(self, x, t, cond):
+            return x + 0.1 * self.proj(x) + 0.0 * (t.sum() + cond.sum()).to(x.dtype)
+
+    class Pick(nn.Module):
+        def forward(self, y):
+            if y.dtype == torch.bfloat16:
+                return y[:, :, 1:]
+            return y
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 3, 1)
+            self.pick = Pick()
+
+        def forward(self, z):
+            return torch.tanh(self.pick(self.proj(z)))
+
+    torch.manual_seed(0)
+    path.mkdir()
+    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
+    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
+    (path / "model.toml").write_text(
+        'name = "drops-a-frame"\n[latent]\nchannels = 4\nframes = 4\nheight = 8\nwidth = 8\n'
+        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+
+
+def test_a_policy_that_changes_the_frames_shape_is_that_cells_error(tmp_path):
+    package = tmp_path / "pkg"
+    write_frame_dropping_package(package)
+    goldens = tmp_path / "golden"
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    assert run("golden", "make", *common).returncode == 0
+    r = run("check", *common, "--policy", "fp32,bf16", "--json", str(tmp_path / "cells.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    cells = {c["policy"]: c for c in json.loads((tmp_path / "cells.json").read_text())["cells"]}
+    assert cells["fp32"]["status"] == "PASS"
+    bf16 = cells["bf16"]
+    assert bf16["status"] == "ERROR" and bf16["error_class"] == "shape_mismatch", bf16
+    assert bf16["reason"] == ("shape_mismatch: frames [3, 8, 8, 3] where the golden and this model in "
+                              "FP32 have [4, 8, 8, 3] (in decoder.pick)"), bf16["reason"]
+    assert bf16["error_module"] == "decoder.pick"
