@@ -1,0 +1,57 @@
+"""The foreign packages (pipelines/examples/make_foreign_packages.py: designs, idioms and
+initialisation the zoo and the default bounds never saw) through the real `framegate check`,
+seed 0, every policy: the scripted ones PASS everywhere; the traced twins, whose trace baked
+float32 into a `.to(x.dtype)`, are ERROR dtype_mismatch in the module a real run raises in.
+
+These packages found three wrong verdicts that the zoo did not: a BF16 ConvTranspose2d left
+to LibTorch 1.13's CPU kernel (a wrong shape, then exit 2 for the whole check), a shape
+change that discarded every cell, and 8x8 frames that FAILed FP32 on `min_ssim nan`."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+FRAMEGATE = os.environ.get("FRAMEGATE_BIN")
+pytestmark = pytest.mark.skipif(not FRAMEGATE, reason="FRAMEGATE_BIN is not set (run through ctest)")
+SOURCE = pathlib.Path(os.environ.get("FRAMEGATE_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+MAKE = SOURCE / "pipelines" / "examples" / "make_foreign_packages.py"
+POLICIES = ["fp32", "bf16", "fp16-emulated", "fp8e4m3-bf16", "fp8e5m2-bf16"]
+
+
+def table():
+    if not FRAMEGATE:
+        return {}
+    out = subprocess.run([sys.executable, str(MAKE), "--list"], check=True, capture_output=True,
+                         text=True, timeout=300).stdout
+    return {row["name"]: row for row in json.loads(out)}
+
+
+TABLE = table()
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    root = tmp_path_factory.mktemp("foreign")
+    subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=600)
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_each_policy_gets_its_expected_status(packages, tmp_path, name):
+    row = TABLE[name]
+    common = ["--model", str(packages / name), "--golden-dir", str(tmp_path), "--threads", "1"]
+    made = subprocess.run([FRAMEGATE, "golden", "make", *common], capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr
+    r = subprocess.run([FRAMEGATE, "check", *common, "--policy", ",".join(POLICIES), "--json", "-"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode in (0, 1), r.stderr
+    cells = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
+    for policy in POLICIES:
+        cell = cells[policy]
+        assert cell["status"] == row["expected"][policy], (policy, cell["reason"])
+        if cell["status"] == "ERROR":
+            assert cell["error_class"] == "dtype_mismatch", cell["reason"]
+            assert cell["error_module"] == row["error_module"], cell["reason"]
