@@ -56,7 +56,13 @@ StatusOr<CellResult> RunCheckProcess(const std::string& executable, const Cell& 
   argv.insert(argv.end(), {"--json", json_path});
   std::remove(json_path.c_str());
   const int code = RunProcess(argv, scratch);
-  if (code == 2) return Status::InvalidInput(LastLine(scratch + "/stderr"));
+  if (code == 2) {
+    // The child's one-line error, without its "framegate: error: " (the caller prints one).
+    std::string line = LastLine(scratch + "/stderr");
+    const std::string prefix = "framegate: error: ";
+    if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
+    return Status::InvalidInput(line);
+  }
   if (code != 0 && code != 1) {
     return Status::Internal("the check of " + cell.Label() + " in its own process failed (exit " +
                             std::to_string(code) + "): " + LastLine(scratch + "/stderr"));

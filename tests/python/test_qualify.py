@@ -227,3 +227,13 @@ def test_calibrating_on_a_version_1_golden_leaves_the_steps_unmeasured(tmp_path)
     assert out.count("steps not measured") == 1 and "format version 1" in out, out
     (calibration,) = goldens.glob("calibration-*.toml")
     assert "step_rel_l2" not in calibration.read_text()
+
+
+def test_a_missing_golden_is_one_line_naming_it(tmp_path):
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(MATRIX.format(policies='"fp32"', seeds="0").replace('"cpu:*"', '"cpu"'))
+    r = framegate("qualify", matrix, "--golden-dir", tmp_path / "none", "--db", tmp_path / "q.db")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].count("framegate: error: ") == 1, r.stderr
+    assert "no golden" in lines[0] and "framegate golden make" in lines[0], r.stderr
