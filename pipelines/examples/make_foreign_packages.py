@@ -137,14 +137,7 @@ def write(out_dir: str, pkg: Foreign) -> str:
     else:
         torch.jit.script(den).save(os.path.join(path, "denoiser.pt"))
         torch.jit.script(dec).save(os.path.join(path, "decoder.pt"))
-    c, f, h, w = pkg.latent
-    tokens, dim = pkg.cond
-    kind, steps, guidance = pkg.sampler
-    with open(os.path.join(path, "model.toml"), "w") as fh:
-        fh.write(f'name = "foreign-{pkg.name}"\n\n'
-                 f"[latent]\nchannels = {c}\nframes = {f}\nheight = {h}\nwidth = {w}\n\n"
-                 f"[cond]\ntokens = {tokens}\ndim = {dim}\n\n"
-                 f'[sampler]\nkind = "{kind}"\nsteps = {steps}\nguidance = {guidance!r}\n')
+    zoo.write_model_toml(path, f"foreign-{pkg.name}", pkg.latent, pkg.cond, pkg.sampler)
     return path
 
 

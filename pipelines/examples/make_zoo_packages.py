@@ -449,6 +449,19 @@ def readme(pkg: Package, traced: bool, share: Optional[float], params: int) -> s
     return "\n".join(lines)
 
 
+def write_model_toml(path: str, name: str, latent: Tuple[int, int, int, int], cond: Tuple[int, int],
+                     sampler: Tuple[str, int, float]) -> None:
+    """PATH/model.toml: the package's name, latent geometry, conditioning and sampler."""
+    c, f, h, w = latent
+    tokens, dim = cond
+    kind, steps, guidance = sampler
+    with open(os.path.join(path, "model.toml"), "w") as fh:
+        fh.write(f'name = "{name}"\n\n'
+                 f"[latent]\nchannels = {c}\nframes = {f}\nheight = {h}\nwidth = {w}\n\n"
+                 f"[cond]\ntokens = {tokens}\ndim = {dim}\n\n"
+                 f'[sampler]\nkind = "{kind}"\nsteps = {steps}\nguidance = {guidance!r}\n')
+
+
 def write_packages(out_dir: str, names: List[str], form: Optional[str] = None) -> List[str]:
     """Writes OUT_DIR/NAME/{model.toml, denoiser.pt, decoder.pt, README.md} for each name.
 
@@ -470,14 +483,7 @@ def write_packages(out_dir: str, names: List[str], form: Optional[str] = None) -
         os.makedirs(path, exist_ok=True)
         den_ts.save(os.path.join(path, "denoiser.pt"))
         dec_ts.save(os.path.join(path, "decoder.pt"))
-        c, f, h, w = design.latent
-        tokens, dim = design.cond
-        kind, steps, guidance = design.sampler
-        with open(os.path.join(path, "model.toml"), "w") as fh:
-            fh.write(f'name = "zoo-{name}"\n\n'
-                     f"[latent]\nchannels = {c}\nframes = {f}\nheight = {h}\nwidth = {w}\n\n"
-                     f"[cond]\ntokens = {tokens}\ndim = {dim}\n\n"
-                     f'[sampler]\nkind = "{kind}"\nsteps = {steps}\nguidance = {guidance!r}\n')
+        write_model_toml(path, f"zoo-{name}", design.latent, design.cond, design.sampler)
         params = sum(p.numel() for p in den.parameters()) + sum(p.numel() for p in dec.parameters())
         with open(os.path.join(path, "README.md"), "w") as fh:
             fh.write(readme(pkg, traced, culprit_share(name), params))
