@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cassert>
 #include <cstdint>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -17,6 +16,8 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
+
+#include "pipelines/weighted_ops.h"
 
 namespace framegate {
 namespace {
@@ -151,58 +152,25 @@ std::string RelativeModulePath(const jit::Value* module, const jit::Value* self)
   return path;
 }
 
-// Inputs of `kind` that can hold its weight, most likely first; empty without weights.
-const std::vector<size_t>& WeightOperandCandidates(c10::Symbol kind) {
-  static const auto* const candidates = new std::unordered_map<c10::Symbol, std::vector<size_t>>{
-      {c10::Symbol::fromQualString("aten::linear"), {1}},
-      {c10::Symbol::fromQualString("aten::conv1d"), {1}},
-      {c10::Symbol::fromQualString("aten::conv2d"), {1}},
-      {c10::Symbol::fromQualString("aten::conv3d"), {1}},
-      {c10::Symbol::fromQualString("aten::_convolution"), {1}},
-      {c10::Symbol::fromQualString("aten::conv_transpose1d"), {1}},
-      {c10::Symbol::fromQualString("aten::conv_transpose2d"), {1}},
-      {c10::Symbol::fromQualString("aten::conv_transpose3d"), {1}},
-      {c10::Symbol::fromQualString("aten::matmul"), {1, 0}},
-      {c10::Symbol::fromQualString("aten::mm"), {1, 0}},
-      {c10::Symbol::fromQualString("aten::bmm"), {1, 0}},
-      {c10::Symbol::fromQualString("aten::addmm"), {2, 1}},  // (bias, mat1, mat2)
-  };
-  static const auto* const none = new std::vector<size_t>();
-  const auto found = candidates->find(kind);
-  return found == candidates->end() ? *none : found->second;
-}
-
 // A module attribute (parameter or buffer), or a tensor constant (frozen weights).
 bool IsWeightRead(const jit::Value* value) {
   const c10::Symbol producer = value->node()->kind();
   return IsTensor(value) && (producer == c10::prim::GetAttr || producer == c10::prim::Constant);
 }
 
-// linear and the convolutions name their weight by position: operand 1 is the weight even
-// when it reaches the op as a method argument (nn.Conv3d's _conv_forward(input, weight)).
-bool HasPositionalWeight(c10::Symbol kind) {
-  static const auto* const kinds =
-      new std::unordered_set<c10::Symbol>{c10::Symbol::fromQualString("aten::linear"),
-                                          c10::Symbol::fromQualString("aten::conv1d"),
-                                          c10::Symbol::fromQualString("aten::conv2d"),
-                                          c10::Symbol::fromQualString("aten::conv3d"),
-                                          c10::Symbol::fromQualString("aten::_convolution"),
-                                          c10::Symbol::fromQualString("aten::conv_transpose1d"),
-                                          c10::Symbol::fromQualString("aten::conv_transpose2d"),
-                                          c10::Symbol::fromQualString("aten::conv_transpose3d")};
-  return kinds->count(kind) > 0;
-}
-
+// The input of a weighted op that is a weight (weighted_ops.h), or -1.
 int WeightInput(const jit::Node* node) {
-  if (HasPositionalWeight(node->kind()) && node->inputs().size() > 1 && IsTensor(node->input(1))) {
-    return 1;
-  }
-  for (size_t index : WeightOperandCandidates(node->kind())) {
-    if (index < node->inputs().size() && IsWeightRead(node->input(index))) {
-      return static_cast<int>(index);
-    }
-  }
-  return -1;
+  const WeightedOp* op = FindWeightedOp(node->kind().toQualString());
+  if (op == nullptr) return -1;
+  const auto operand = [&](int index) -> const jit::Value* {
+    return static_cast<size_t>(index) < node->inputs().size() ? node->input(static_cast<size_t>(index))
+                                                              : nullptr;
+  };
+  const jit::Value* second = operand(op->second_operand);
+  if (op->positional_weight) return second != nullptr && IsTensor(second) ? op->second_operand : -1;
+  if (second != nullptr && IsWeightRead(second)) return op->second_operand;
+  const jit::Value* first = operand(op->first_operand);
+  return first != nullptr && IsWeightRead(first) ? op->first_operand : -1;
 }
 
 // True when schema entry `index` of `entries` is missing or carries an alias annotation

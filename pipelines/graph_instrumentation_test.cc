@@ -227,6 +227,33 @@ def forward(self, x):
   EXPECT_EQ(before_indices["aten::linear"], (std::vector<int>{0, 1}));  // data, then weight
 }
 
+// addmm and baddbmm take (bias, mat1, mat2): a parameter is found at either product operand.
+TEST(GraphInstrumentationTest, WeightInputOfAddmmAndBaddbmmIsTheirParameterOperand) {
+  jit::Module module("Weights");
+  module.register_parameter("weight", torch::randn({4, 4}), false);
+  module.register_parameter("batched", torch::randn({1, 4, 4}), false);
+  module.define(R"JIT(
+def forward(self, x):
+    a = torch.addmm(x, x, self.weight)
+    b = torch.baddbmm(x[None], x[None], self.batched)
+    c = torch.addmm(x.t(), self.weight, x.t())
+    return a.sum() + b.sum() + c.sum()
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  RecordingObserver observer;
+  GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  Forward(module, torch::randn({4, 4}));
+  std::vector<std::pair<std::string, int>> weight_inputs;
+  for (const ObservedCall& call : observer.calls) {
+    if (!call.before || call.index != 0) continue;
+    if (call.site.op == "aten::addmm" || call.site.op == "aten::baddbmm") {
+      weight_inputs.emplace_back(call.site.op, call.site.weight_input);
+    }
+  }
+  EXPECT_EQ(weight_inputs, (std::vector<std::pair<std::string, int>>{
+                               {"aten::addmm", 2}, {"aten::baddbmm", 2}, {"aten::addmm", 1}}));
+}
+
 TEST(GraphInstrumentationTest, OpsInsideIfAndLoopBlocksAreObserved) {
   jit::Module module("Branches");
   module.define(R"JIT(

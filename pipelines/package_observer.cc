@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "pipelines/op_islands.h"
+#include "pipelines/weighted_ops.h"
 
 namespace framegate {
 namespace {
@@ -16,40 +17,34 @@ bool IsReducedFloat(const at::Tensor& t) {
 
 at::Tensor RoundThroughHalf(const at::Tensor& t) { return t.to(at::kHalf).to(at::kFloat); }
 
-enum class MatmulKind { kNone, kLinear, kMatmul, kConvolution };
-
-bool IsTransposedConvolution(const std::string& op) {
-  return op == "aten::conv_transpose1d" || op == "aten::conv_transpose2d" || op == "aten::conv_transpose3d";
-}
-
-// How an op accumulates, for the emulation: linear (x, W, b), a product of two operands,
-// a convolution (TF32 inputs only), or none of these.
-MatmulKind KindOf(const std::string& op) {
-  if (op == "aten::linear") return MatmulKind::kLinear;
-  if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") return MatmulKind::kMatmul;
-  if (op == "aten::conv1d" || op == "aten::conv2d" || op == "aten::conv3d" || op == "aten::_convolution" ||
-      IsTransposedConvolution(op)) {
-    return MatmulKind::kConvolution;
-  }
-  return MatmulKind::kNone;
-}
-
-// Raises the error op `op` raises when its operands before `later_index` are `first` and
-// the one at `later_index` is `later`: the op itself on tiny operands of those dtypes,
-// so that the text is this LibTorch's own. Returns when the op takes such operands.
+// Raises the error weighted op `op` raises when its operands before schema position
+// `later_index` are `first` and the one at `later_index` is `later`: the op itself on
+// tiny operands of those dtypes, so that the text is this LibTorch's own. Returns when
+// the op takes such operands.
 void RaiseMixedOperandError(const std::string& op, int later_index, c10::ScalarType first,
                             c10::ScalarType later) {
-  const bool convolution = KindOf(op) == MatmulKind::kConvolution;
+  const WeightedOp& weighted = *FindWeightedOp(op);
+  const bool batched =
+      op == "aten::bmm" || op == "aten::baddbmm" || weighted.sum == WeightedSum::kConvolution;
   const auto operand = [&](int index) {
     const c10::ScalarType dtype = index == later_index ? later : first;
-    if (index == 2) return at::zeros({1}, at::TensorOptions().dtype(dtype));
-    return at::zeros(op == "aten::bmm" || convolution ? at::IntArrayRef{1, 1, 1} : at::IntArrayRef{1, 1},
+    if (index == weighted.bias) return at::zeros({1}, at::TensorOptions().dtype(dtype));
+    return at::zeros(batched ? at::IntArrayRef{1, 1, 1} : at::IntArrayRef{1, 1},
                      at::TensorOptions().dtype(dtype));
   };
+  if (weighted.bias == 0) {  // addmm, baddbmm: every operand is required
+    const at::Tensor bias = operand(0), a = operand(1), b = operand(2);
+    if (op == "aten::baddbmm") {
+      at::baddbmm(bias, a, b);
+    } else {
+      at::addmm(bias, a, b);
+    }
+    return;
+  }
   const at::Tensor a = operand(0), b = operand(1), bias = later_index == 2 ? operand(2) : at::Tensor();
-  if (IsTransposedConvolution(op)) {
+  if (weighted.transposed) {
     at::conv_transpose1d(a, b, bias);
-  } else if (convolution) {
+  } else if (weighted.sum == WeightedSum::kConvolution) {
     at::conv1d(a, b, bias);
   } else if (op == "aten::linear") {
     at::linear(a, b, bias);
@@ -116,13 +111,14 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
       AuditWeightedOp(path, site, input_index, RunDtypeOf(value));
     }
     if (accumulation_.widened != c10::ScalarType::Undefined) return Widen(site, input_index, value);
-    if (!accumulation_.active() || input_index > 2) return value;
-    const MatmulKind kind = KindOf(site.op);
-    if (kind == MatmulKind::kNone) return value;
-    const at::Tensor in = accumulation_.tf32_inputs && input_index < 2 ? RoundToTf32(value) : value;
-    if (kind != MatmulKind::kConvolution) {
+    if (!accumulation_.active()) return value;
+    const WeightedOp* weighted = FindWeightedOp(site.op);
+    const int slot = weighted != nullptr ? weighted->SlotOf(input_index) : -1;
+    if (slot < 0) return value;
+    const at::Tensor in = accumulation_.tf32_inputs && slot < 2 ? RoundToTf32(value) : value;
+    if (weighted->sum != WeightedSum::kConvolution) {
       if (matmul_.site != &site) matmul_ = MatmulOperands{&site, {}};
-      matmul_.operands[input_index] = in;
+      matmul_.operands[slot] = in;
     }
     return in;
   }
@@ -188,18 +184,21 @@ at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const G
   if (policy_.InFp32Module(path)) acc.reduced_sum = c10::ScalarType::Undefined;
   const at::Tensor& a = operands.operands[0];
   const at::Tensor& b = operands.operands[1];
+  const WeightedSum sum = FindWeightedOp(site.op)->sum;
+  // TF32 alone is in the (rounded) inputs already. addmm and baddbmm keep their own sums:
+  // their beta and alpha are not seen here.
   if (acc.reduced_sum == c10::ScalarType::Undefined || !a.defined() || !b.defined() ||
-      !value.is_floating_point()) {
-    return value;  // TF32 alone is in the (rounded) inputs already
+      !value.is_floating_point() || (sum == WeightedSum::kMatmul && operands.operands[2].defined())) {
+    return value;
   }
-  const at::Tensor emulated = KindOf(site.op) == MatmulKind::kLinear
-                                  ? EmulatedLinear(a, b, operands.operands[2], acc)
-                                  : EmulatedMatmul(a, b, acc);
+  const at::Tensor emulated = sum == WeightedSum::kLinear ? EmulatedLinear(a, b, operands.operands[2], acc)
+                                                          : EmulatedMatmul(a, b, acc);
   return emulated.sizes() == value.sizes() ? emulated.to(value.scalar_type()) : value;
 }
 
 at::Tensor PackageObserver::Widen(const GraphSite& site, int input_index, const at::Tensor& value) {
-  if (input_index > 2 || KindOf(site.op) == MatmulKind::kNone || !value.defined() ||
+  const WeightedOp* weighted = FindWeightedOp(site.op);
+  if (weighted == nullptr || weighted->SlotOf(input_index) < 0 || !value.defined() ||
       !value.is_floating_point()) {
     return value;
   }
@@ -233,7 +232,8 @@ at::Tensor PackageObserver::LeaveRoot(const std::string& root, const at::Tensor&
 
 void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
                                       c10::ScalarType dtype) {
-  if (input_index > 1) return;  // the two operands come first (a bias is not one)
+  const int slot = FindWeightedOp(site.op)->SlotOf(input_index);
+  if (slot < 0 || slot > 1) return;  // the two operands (a bias is not one)
   if (pending_.site != &site) pending_ = PendingOp{&site};
   if (input_index == site.weight_input) {
     pending_.weight = dtype;

@@ -15,11 +15,13 @@
 //     a dtype the model reads at run time from a tensor it did not receive (x.dtype of a
 //     value built inside: float32 here, so the propagation falls back to FP16);
 //   - accumulation emulation on the CPU (pipelines/accumulation_emulation.h): TF32 inputs
-//     of linear, matmul, mm, bmm and the convolutions; a reduced-precision running sum for
-//     linear, matmul, mm and bmm (recomputed from the op's inputs; other ops, such as
-//     addmm, baddbmm and einsum, keep FP32 accumulation), outside FP32 islands;
-//   - the dtype audit: every op with a weight (linear, conv, matmul with a parameter)
-//     whose input dtype differs from the weight's, by module path;
+//     of the weighted ops (pipelines/weighted_ops.h: linear, the convolutions, matmul, mm,
+//     bmm, addmm, baddbmm); a reduced-precision running sum for linear, matmul, mm and bmm
+//     (recomputed from the op's inputs; addmm, baddbmm and einsum keep FP32
+//     accumulation), outside FP32 islands;
+//   - the dtype audit: every weighted op with a weight (a parameter or a linear's or a
+//     convolution's weight operand) whose input dtype differs from the weight's, by
+//     module path;
 //   - the ModuleObserver (NaN localisation, probes, SQNR) sees every module output and
 //     every op output, named by module path and op;
 //   - with FP32 islands: which op made each value that enters an island from outside

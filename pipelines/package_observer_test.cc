@@ -5,6 +5,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -23,15 +25,35 @@ DtypePolicy EmulatedFp16() {
   return policy;
 }
 
-// A module "m" with a (4, 8) weight `w` (FP16-representable values), instrumented.
+DtypePolicy Bf16() {
+  DtypePolicy policy;
+  policy.name = "bf16";
+  policy.storage = WeightStorage::kBFloat16;
+  policy.compute = at::kBFloat16;
+  return policy;
+}
+
+// forward(inputs) of `module` (BF16 weights, as placed) instrumented under Bf16().
+at::Tensor ForwardUnderBf16(jit::Module& module, const std::vector<c10::IValue>& inputs) {
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  PackageObserver observer(Bf16(), /*on_cpu=*/true);
+  const ScopedPlainGraphExecution plain;
+  const torch::NoGradGuard no_grad;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  observer.BeginForward();
+  return module.forward(inputs).toTensor();
+}
+
+// A module "m" with a weight `w` ((4, 8) FP16-representable values unless given), instrumented.
 struct Emulated {
   jit::Module module{"M"};
   std::unique_ptr<GraphInstrumentation> instrumentation;
   PackageObserver observer;
-  at::Tensor weight = RoundHalf(torch::randn({4, 8}));
+  at::Tensor weight;
 
-  explicit Emulated(const std::string& source, const DtypePolicy& policy = EmulatedFp16())
-      : observer(policy, /*on_cpu=*/true) {
+  explicit Emulated(const std::string& source, const DtypePolicy& policy = EmulatedFp16(),
+                    at::Tensor w = RoundHalf(torch::randn({4, 8})))
+      : observer(policy, /*on_cpu=*/true), weight(std::move(w)) {
     module.register_parameter("w", weight, /*is_buffer=*/false);
     module.define(source);
     instrumentation = GraphInstrumentation::Instrument(module, "m");
@@ -49,6 +71,16 @@ struct Emulated {
     for (size_t i = 0; i < inputs.size(); ++i)
       args.emplace_back(observer.EnterRoot("m", inputs[i], static_cast<int>(i) == float32_input));
     return observer.LeaveRoot("m", module.forward(args).toTensor());
+  }
+
+  // What Forward(inputs, float32_input) raises; "" when it returns.
+  std::string ErrorOf(const std::vector<at::Tensor>& inputs, int float32_input) {
+    try {
+      Forward(inputs, float32_input);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
   }
 };
 
@@ -95,15 +127,10 @@ def forward(self, t, x):
     emb = torch.sin(t.float()[:, None] * torch.ones(8))
     return torch.linear(emb, self.w) + x.sum()
 )JIT");
-  try {
-    m.Forward({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
-    FAIL() << "no dtype error";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("mat1 and mat2 must have the same dtype"), std::string::npos)
-        << e.what();
-    EXPECT_EQ(m.instrumentation->current_path(), "m");
-    EXPECT_EQ(m.instrumentation->last_op(), "aten::linear");
-  }
+  const std::string error = m.ErrorOf({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
+  EXPECT_NE(error.find("mat1 and mat2 must have the same dtype"), std::string::npos) << error;
+  EXPECT_EQ(m.instrumentation->current_path(), "m");
+  EXPECT_EQ(m.instrumentation->last_op(), "aten::linear");
 }
 
 // The same for a transposed convolution (ConvTranspose1d/2d/3d): its weight is operand 1.
@@ -113,26 +140,60 @@ def forward(self, t, x):
     emb = torch.sin(t.float()[:, None] * torch.ones(4))
     return torch.conv_transpose1d(emb[:, :, None], self.w[:, :, None]) + x.sum()
 )JIT");
-  try {
-    m.Forward({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
-    FAIL() << "no dtype error";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("Input type (fp32) and weight type (fp16) should be the same"),
-              std::string::npos)
-        << e.what();
-    EXPECT_EQ(m.instrumentation->last_op(), "aten::conv_transpose1d");
+  const std::string error = m.ErrorOf({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
+  EXPECT_NE(error.find("Input type (fp32) and weight type (fp16) should be the same"), std::string::npos)
+      << error;
+  EXPECT_EQ(m.instrumentation->last_op(), "aten::conv_transpose1d");
+}
+
+// addmm and baddbmm take their bias first: the weight is mat2 (schema position 2), and a
+// float32 mat1 against it raises as a Linear's input does.
+TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToAnAddmmWithAnFp16Weight) {
+  Emulated m(R"JIT(
+def forward(self, t, x):
+    emb = torch.sin(t.float()[:, None] * torch.ones(4))
+    return torch.addmm(x, emb, self.w)
+)JIT");
+  const std::string error = m.ErrorOf({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
+  EXPECT_NE(error.find("mat1 and mat2 must have the same dtype"), std::string::npos) << error;
+  EXPECT_EQ(m.instrumentation->last_op(), "aten::addmm");
+}
+
+TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToABaddbmmWithAnFp16Weight) {
+  Emulated m(R"JIT(
+def forward(self, t, x):
+    emb = torch.sin(t.float()[:, None, None] * torch.ones(4))
+    return torch.baddbmm(x, emb, self.w)
+)JIT",
+             EmulatedFp16(), RoundHalf(torch::randn({1, 4, 8})));
+  const std::string error = m.ErrorOf({torch::full({1}, 3.0), torch::ones({1, 1, 8})}, 0);
+  EXPECT_NE(error.find("mat1 and mat2 must have the same dtype"), std::string::npos) << error;
+  EXPECT_EQ(m.instrumentation->last_op(), "aten::baddbmm");
+}
+
+// Where this CPU's kernels sum BF16 products in BF16 (4096 products of 1 sum to 256),
+// addmm with a weight is computed in FP32 from the same BF16 values, as linear is.
+TEST(PackageObserverTest, Bf16AddmmIsWidenedWhereTheCpuSumsInBf16) {
+  if (AccumulationOf(Bf16(), /*on_cpu=*/true).widened != at::kBFloat16) {
+    GTEST_SKIP() << "this CPU sums BF16 products in FP32";
   }
+  jit::Module module{"M"};
+  const at::Tensor ones = torch::ones({4096, 1}).to(at::kBFloat16);
+  module.register_parameter("w", ones, /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, b, x):
+    return torch.addmm(b, x, self.w)
+)JIT");
+  const at::Tensor y = ForwardUnderBf16(module, {torch::zeros({1, 1}).to(at::kBFloat16), ones.t()});
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(y.item<float>(), 4096.0f);
 }
 
 // Where this CPU's kernels sum BF16 products in BF16, a BF16 transposed convolution is
 // computed in FP32 from the same BF16 values, as the other convolutions are. (LibTorch
 // 1.13's own BF16 kernel there also returns a wrong shape for a strided one.)
 TEST(PackageObserverTest, Bf16TransposedConvolutionIsWidenedWhereTheCpuSumsInBf16) {
-  DtypePolicy bf16;
-  bf16.name = "bf16";
-  bf16.storage = WeightStorage::kBFloat16;
-  bf16.compute = at::kBFloat16;
-  if (AccumulationOf(bf16, /*on_cpu=*/true).widened != at::kBFloat16) {
+  if (AccumulationOf(Bf16(), /*on_cpu=*/true).widened != at::kBFloat16) {
     GTEST_SKIP() << "this CPU sums BF16 products in FP32";
   }
   jit::Module module{"M"};
@@ -142,14 +203,8 @@ TEST(PackageObserverTest, Bf16TransposedConvolutionIsWidenedWhereTheCpuSumsInBf1
 def forward(self, x):
     return torch.conv_transpose2d(x, self.w, None, 2, 1)
 )JIT");
-  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
-  PackageObserver observer(bf16, /*on_cpu=*/true);
   const at::Tensor x = torch::randn({1, 4, 8, 8}).to(at::kBFloat16);
-  const ScopedPlainGraphExecution plain;
-  const torch::NoGradGuard no_grad;
-  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
-  observer.BeginForward();
-  const at::Tensor y = module.forward({x}).toTensor();
+  const at::Tensor y = ForwardUnderBf16(module, {x});
   const at::Tensor expected =
       at::conv_transpose2d(x.to(at::kFloat), weight.to(at::kFloat), {}, 2, 1).to(at::kBFloat16);
   ASSERT_EQ(y.sizes(), expected.sizes());

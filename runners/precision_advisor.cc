@@ -8,6 +8,7 @@
 #include "pipelines/dtype_policy.h"
 #include "pipelines/op_islands.h"
 #include "pipelines/pipeline_run.h"
+#include "pipelines/weighted_ops.h"
 
 namespace framegate {
 namespace {
@@ -100,17 +101,6 @@ double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePol
   return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
 }
 
-// Whether `op` computes with a weight of its module (linear, convolution, a product).
-bool IsWeightedOp(const std::string& op) {
-  for (const char* name :
-       {"aten::linear", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
-        "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::addmm",
-        "aten::mm", "aten::bmm", "aten::matmul", "aten::baddbmm"}) {
-    if (op == name) return true;
-  }
-  return false;
-}
-
 bool HasOwnWeights(const std::vector<WeightSize>& weights, const std::string& module) {
   for (const WeightSize& w : weights) {
     if (ModuleOfWeight(w.name) == module) return true;
@@ -121,7 +111,7 @@ bool HasOwnWeights(const std::vector<WeightSize>& weights, const std::string& mo
 // The first island for a culprit: its module when the op uses the module's own weights
 // (or no op is known), else the op alone at its module's level.
 std::string IslandFor(const Culprit& c, const std::vector<WeightSize>& weights) {
-  if (c.op.empty() || (IsWeightedOp(c.op) && HasOwnWeights(weights, c.module))) return c.module;
+  if (c.op.empty() || (FindWeightedOp(c.op) != nullptr && HasOwnWeights(weights, c.module))) return c.module;
   return OpIslandEntry(c.module, c.op);
 }
 
