@@ -307,6 +307,27 @@ std::shared_ptr<jit::Graph> CalleeGraph(const jit::Node* call) {
   return graph_function == nullptr ? nullptr : graph_function->graph();
 }
 
+// LibTorch's fused inference fast paths: one op computes a whole nn.TransformerEncoderLayer
+// or nn.MultiheadAttention, so no observer sees (rounds, islands, names) what it holds
+// inside: the attention logits, the feed-forward's hidden values.
+bool IsFusedFastPath(c10::Symbol kind) {
+  static const c10::Symbol layer = c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd");
+  static const c10::Symbol attention = c10::Symbol::fromQualString("aten::_native_multi_head_attention");
+  return kind == layer || kind == attention;
+}
+
+// torch.nn's code takes a fast path inside `if <every condition holds>:` and falls through
+// to the layer's own ops otherwise; a false condition makes it compute the same layer by
+// those ops. Returns false when `fused` is not in the taken branch of a prim::If.
+bool TakeUnfusedPath(jit::Node* fused) {
+  jit::Block* branch = fused->owningBlock();
+  jit::Node* if_node = branch->owningNode();
+  if (if_node == nullptr || if_node->kind() != c10::prim::If || if_node->blocks()[0] != branch) return false;
+  jit::WithInsertPoint before_if(if_node);
+  if_node->replaceInput(0, if_node->owningGraph()->insertConstant(false));
+  return true;
+}
+
 // Plans the hooks of a module's graphs: the methods of it and of every submodule, then
 // the functions (and script-class methods) they call, whose ops run under the caller's
 // path; each distinct graph once.
@@ -353,6 +374,9 @@ class HookPlanner {
       } else {
         called_graphs_.push_back(std::move(callee));
       }
+    } else if (IsFusedFastPath(kind)) {
+      ++(TakeUnfusedPath(node) ? coverage_.fast_paths_unfused : coverage_.fused_ops);
+      if (c10::optional<NodePlan> plan = PlanOp(node)) AddOpPlan(std::move(*plan));
     } else if (c10::optional<NodePlan> plan = PlanOp(node)) {
       AddOpPlan(std::move(*plan));
     }
@@ -506,7 +530,9 @@ c10::optional<at::Tensor> GraphInstrumentation::State::BeforeOptional(c10::optio
 
 at::Tensor GraphInstrumentation::State::After(at::Tensor value, int64_t slot_id) {
   const HookSlot* slot = FindActiveSlot(slot_id);
-  if (slot == nullptr) return value;
+  // An output an op leaves undefined (the attention weights of
+  // _native_multi_head_attention without need_weights) holds no value to observe.
+  if (slot == nullptr || !value.defined()) return value;
   const GraphSite& site = active->SiteOf(*slot);
   at::Tensor result = active_observer->After(active->CurrentPath(), site, slot->io_index, value);
   TORCH_CHECK(result.defined(), "GraphObserver::After returned no tensor for ", site.op);
@@ -593,6 +619,12 @@ std::string InstrumentationCoverage::Summary() const {
   }
   if (unobserved_ops > 0) {
     summary += "; " + CountOf(unobserved_ops, "view or in-place op") + " not observed";
+  }
+  if (fast_paths_unfused > 0) {
+    summary += "; " + CountOf(fast_paths_unfused, "fused fast path") + " computed by the layer's own ops";
+  }
+  if (fused_ops > 0) {
+    summary += "; " + CountOf(fused_ops, "fused layer op") + " not seen inside";
   }
   if (submodules_inlined) {
     summary += "; submodules inlined: their ops are reported under the caller's path";

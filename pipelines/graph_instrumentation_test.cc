@@ -254,6 +254,74 @@ def forward(self, x):
                                {"aten::addmm", 2}, {"aten::baddbmm", 2}, {"aten::addmm", 1}}));
 }
 
+// nn.MultiheadAttention's code in miniature: the fused op inside `if <conditions hold>:`,
+// the attention's own ops after it. Instrumented, the branch is not taken: the ops that
+// compute the attention are seen. A fused op outside such a branch is left, and counted.
+jit::Module MakeAttention(const std::string& forward) {
+  jit::Module module("Attention");
+  module.register_parameter("qkv_weight", torch::randn({12, 4}), false);
+  module.register_parameter("qkv_bias", torch::randn({12}), false);
+  module.register_parameter("proj_weight", torch::randn({4, 4}), false);
+  module.register_parameter("proj_bias", torch::randn({4}), false);
+  module.define(forward);
+  return module;
+}
+
+at::Tensor OwnAttention(const jit::Module& m, const at::Tensor& x) {
+  const auto param = [&](const char* name) { return m.attr(name).toTensor(); };
+  const std::vector<at::Tensor> qkv = at::linear(x, param("qkv_weight"), param("qkv_bias")).chunk(3, -1);
+  const at::Tensor a = at::softmax(at::bmm(qkv[0], qkv[1].transpose(1, 2)) / 2.0, -1);
+  return at::linear(at::bmm(a, qkv[2]), param("proj_weight"), param("proj_bias"));
+}
+
+TEST(GraphInstrumentationTest, AFusedFastPathIsSteeredToTheLayersOwnOps) {
+  jit::Module module = MakeAttention(R"JIT(
+def forward(self, x, fast: bool):
+    if fast:
+        return torch._native_multi_head_attention(x, x, x, 4, 1, self.qkv_weight, self.qkv_bias,
+                                                  self.proj_weight, self.proj_bias, None, False)[0]
+    q, k, v = torch.linear(x, self.qkv_weight, self.qkv_bias).chunk(3, -1)
+    a = torch.softmax(torch.bmm(q, k.transpose(1, 2)) / 2.0, -1)
+    return torch.linear(torch.bmm(a, v), self.proj_weight, self.proj_bias)
+)JIT");
+  const at::Tensor x = torch::randn({1, 5, 4});
+  const at::Tensor own = OwnAttention(module, x);
+  const at::Tensor fused = std::get<0>(at::_native_multi_head_attention(
+      x, x, x, 4, 1, module.attr("qkv_weight").toTensor(), module.attr("qkv_bias").toTensor(),
+      module.attr("proj_weight").toTensor(), module.attr("proj_bias").toTensor(), {}, false));
+  ASSERT_TRUE(torch::allclose(fused, own, 1e-4, 1e-5));  // both branches compute one attention
+
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  EXPECT_EQ(instrumentation->coverage().fast_paths_unfused, 1);
+  EXPECT_EQ(instrumentation->coverage().fused_ops, 0);
+  RecordingObserver observer;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  const ScopedPlainGraphExecution plain;
+  const torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(module.forward({x, true}).toTensor(), own, 1e-5, 1e-6));
+  EXPECT_EQ(observer.PathsOf(true, "aten::softmax"), std::vector<std::string>{"m"});
+  EXPECT_TRUE(observer.PathsOf(true, "aten::_native_multi_head_attention").empty());
+}
+
+TEST(GraphInstrumentationTest, AFusedOpOutsideABranchIsLeftAndCounted) {
+  jit::Module module = MakeAttention(R"JIT(
+def forward(self, x):
+    return torch._native_multi_head_attention(x, x, x, 4, 1, self.qkv_weight, self.qkv_bias,
+                                              self.proj_weight, self.proj_bias, None, False)[0]
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  EXPECT_EQ(instrumentation->coverage().fast_paths_unfused, 0);
+  EXPECT_EQ(instrumentation->coverage().fused_ops, 1);
+  EXPECT_NE(instrumentation->coverage().Summary().find("1 fused layer op not seen inside"), std::string::npos)
+      << instrumentation->coverage().Summary();
+  RecordingObserver observer;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  Forward(module, torch::randn({1, 5, 4}));
+  EXPECT_FALSE(observer.PathsOf(true, "aten::_native_multi_head_attention").empty());
+  // One output observed: the attention weights it leaves undefined are no value.
+  EXPECT_EQ(observer.PathsOf(false, "aten::_native_multi_head_attention").size(), 1u);
+}
+
 TEST(GraphInstrumentationTest, OpsInsideIfAndLoopBlocksAreObserved) {
   jit::Module module("Branches");
   module.define(R"JIT(

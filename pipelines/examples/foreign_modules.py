@@ -4,7 +4,8 @@ idioms of shipped video models that the zoo does not use: a float64 timestep sin
 softmax(dtype=float32), einsum and baddbmm attention, qk LayerNorm/RMSNorm, 3D RoPE applied in
 float32 to the video tokens of a joint text+video attention (CogVideoX), LayerNorm and
 GroupNorm upcast to float32, GEGLU, a learned spatial/temporal mix (SVD), ConvTranspose2d,
-F.interpolate on 5D tensors, eps predicted directly (no residual), clamp instead of tanh.
+F.interpolate on 5D tensors, eps predicted directly (no residual), clamp instead of tanh,
+torch.nn's nn.TransformerEncoderLayer and nn.MultiheadAttention (fused fast paths in inference).
 
 Same contract as the zoo (pipelines/model_package.h); torch 1.13, scriptable and traceable."""
 
@@ -156,6 +157,55 @@ class CogVideoX(nn.Module):
         hh, ww = self.h // 2, self.w // 2
         p = p.reshape(-1, self.t, hh, ww, self.c, 2, 2).permute(0, 4, 1, 2, 5, 3, 6)
         return p.reshape(-1, self.c, self.t, self.h, self.w) * self.out_gain
+
+
+# --- Latte-style with torch.nn's own layers: nn.TransformerEncoderLayer, nn.MultiheadAttention
+# In eval-mode inference without grad these take LibTorch's fused fast path
+# (aten::_transformer_encoder_layer_fwd, aten::_native_multi_head_attention).
+
+class LatteNNBlock(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.spatial = nn.TransformerEncoderLayer(dim, heads, 2 * dim, 0.0, activation="gelu",
+                                                  batch_first=True, norm_first=True)
+        self.temporal = nn.TransformerEncoderLayer(dim, heads, 2 * dim, 0.0, activation="gelu",
+                                                   batch_first=True, norm_first=True)
+        self.norm = nn.LayerNorm(dim)
+        self.cross = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def forward(self, x: Tensor, ctx: Tensor) -> Tensor:  # x [B, T, S, D]
+        b, t, s, d = x.shape
+        x = self.spatial(x.reshape(b * t, s, d)).reshape(b, t, s, d)
+        x = self.temporal(x.transpose(1, 2).reshape(b * s, t, d)).reshape(b, s, t, d).transpose(1, 2)
+        a, _ = self.cross(self.norm(x.reshape(b, t * s, d)), ctx, ctx, need_weights=False)
+        return x + a.reshape(b, t, s, d)
+
+
+class LatteNN(nn.Module):
+    def __init__(self, geo: Tuple[int, int, int, int], cond: Tuple[int, int], dim: int, depth: int,
+                 heads: int, out_gain: float) -> None:
+        super().__init__()
+        self.c, self.t, self.h, self.w = geo
+        self.patch = nn.Linear(self.c, dim)  # 1x1 patches
+        self.pos = nn.Parameter(torch.randn(1, 1, self.h * self.w, dim) * 0.02)
+        self.time = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+        self.text_proj = nn.Linear(cond[1], dim)
+        self.blocks = nn.ModuleList([LatteNNBlock(dim, heads) for _ in range(depth)])
+        self.norm_out = nn.LayerNorm(dim)
+        self.proj_out = nn.Linear(dim, self.c)
+        self.dim, self.out_gain = dim, out_gain
+
+    def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
+        b = x.shape[0]
+        p = self.patch(x.permute(0, 2, 3, 4, 1).reshape(b, self.t, self.h * self.w, self.c)) + self.pos
+        temb = self.time(timestep_embedding_diffusers(t, self.dim).to(p.dtype))
+        p = p + temb[:, None, None, :]
+        ctx = self.text_proj(cond)
+        for block in self.blocks:
+            p = block(p, ctx)
+        out = self.proj_out(self.norm_out(p))  # [B, T, HW, C]
+        out = out.reshape(b, self.t, self.h, self.w, self.c).permute(0, 4, 1, 2, 3)
+        return out * self.out_gain
 
 
 class CausalConv3d(nn.Module):

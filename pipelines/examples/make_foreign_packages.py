@@ -9,12 +9,15 @@ verdicts on models its bounds were never fitted on and its emulation never saw.
 What differs from the zoo: PyTorch's default initialisation (no trained-like scales, no
 measured output gains: a hand-picked power of two on the denoisers whose latents would
 otherwise grow), eps predicted directly by three of them, the modules of foreign_modules.py
-(CogVideoX-, Open-Sora STDiT- and SVD-style designs; see its docstring for the idioms), and
-traced twins that call `.to(x.dtype)`. torch.jit.trace records that dtype as a constant
+(CogVideoX-, Open-Sora STDiT- and SVD-style designs, and a Latte-style one built from
+torch.nn's own transformer layers, which LibTorch runs by fused fast paths in inference; see
+its docstring for the idioms), and traced twins that call `.to(x.dtype)`. torch.jit.trace records that dtype as a constant
 (float32), so a traced twin feeds float32 into its time embedding's Linear under any 16-bit
 policy: a real run raises "mat1 and mat2 must have the same dtype" there, and so must
 framegate (ERROR dtype_mismatch in the module the table names). The scripted ones keep the
-dtype and must PASS every policy.
+dtype and must PASS every policy. One package has a planted defect: latte-nn-qk-overflow's
+attention logits overflow FP16 inside nn.TransformerEncoderLayer, so fp16-emulated must be
+NONFINITE there (framegate steers the layer off its fused op to see them).
 
 Run them through bench/zoo_sweep.py (--zoo OUT_DIR) for every seed;
 tests/python/test_foreign_packages.py checks seed 0.
@@ -57,7 +60,8 @@ class Foreign:
     denoiser: Callable[[float], nn.Module]  # (output gain) -> module
     decoder: Callable[[], nn.Module]
     expected: Dict[str, str]
-    error_module: Optional[str] = None  # where the ERROR cells' dtype error is raised
+    error_module: Optional[str] = None  # where the ERROR cells' dtype error (or the first Inf) is
+    plant: Optional[Callable[[nn.Module], None]] = None  # a defect planted in the denoiser
 
 
 def _cog(g, c):
@@ -70,6 +74,23 @@ def _stdit(g, c):
 
 def _svd(g, c):
     return lambda k: fm.SVDUNet(g, c, 32, k)
+
+
+def _latte(g, c):
+    return lambda k: fm.LatteNN(g, c, 32, 2, 4, k)
+
+
+QK_GAIN = 200.0  # latte-nn-qk-overflow: logits up to ~1e5, past FP16's 65504
+
+
+def _plant_qk(den: nn.Module) -> None:
+    """blocks.1.spatial's q and k projections x200: one-hot attention in FP32 and BF16."""
+    w = den.blocks[1].spatial.self_attn.in_proj_weight
+    with torch.no_grad():
+        w[:2 * w.shape[1]] *= QK_GAIN
+
+
+QK_OVERFLOW = dict(ALL_PASS, **{"fp16-emulated": "NONFINITE"})
 
 
 PACKAGES: List[Foreign] = [
@@ -97,6 +118,18 @@ PACKAGES: List[Foreign] = [
     Foreign("svd-unet-traced", "the same at 6 frames of 8x8, traced, DDIM 16 steps, CFG 7.5", True,
             (4, 6, 8, 8), (4, 32), ("ddim", 16, 7.5), _svd((4, 6, 8, 8), (4, 32)),
             lambda: fm.TemporalDecoder(4, 32, 6), dict(BAKED_DTYPE), "denoiser.time.0"),
+    Foreign("latte-nn", "Latte-style with torch.nn's own nn.TransformerEncoderLayer (spatial and "
+            "temporal, norm_first, GELU) and nn.MultiheadAttention cross-attention; LibTorch computes "
+            "them by its fused fast path in inference", False,
+            (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
+            lambda: fm.CogDecoder(4, 32), dict(ALL_PASS)),
+    Foreign("latte-nn-traced", "the same, traced: the trace records the fused ops themselves", True,
+            (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
+            lambda: fm.CogDecoder(4, 32), dict(BAKED_DTYPE), "denoiser.time.0"),
+    Foreign("latte-nn-qk-overflow", "latte-nn with blocks.1.spatial's q and k projections x200: "
+            "attention logits up to ~1e5 overflow FP16 inside the fused layer", False,
+            (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
+            lambda: fm.CogDecoder(4, 32), QK_OVERFLOW, "denoiser.blocks.1.spatial.self_attn", _plant_qk),
 ]
 BY_NAME = {p.name: p for p in PACKAGES}
 
@@ -107,6 +140,8 @@ def build(pkg: Foreign, gain: float) -> Tuple[nn.Module, nn.Module]:
     den, dec = pkg.denoiser(gain).eval(), pkg.decoder().eval()
     for p in list(den.parameters()) + list(dec.parameters()):
         p.requires_grad_(False)
+    if pkg.plant is not None:
+        pkg.plant(den)
     return den, dec
 
 

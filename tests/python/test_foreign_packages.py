@@ -1,7 +1,9 @@
 """The foreign packages (pipelines/examples/make_foreign_packages.py: designs, idioms and
 initialisation the zoo and the default bounds never saw) through the real `framegate check`,
 seed 0, every policy: the scripted ones PASS everywhere; the traced twins, whose trace baked
-float32 into a `.to(x.dtype)`, are ERROR dtype_mismatch in the module a real run raises in.
+float32 into a `.to(x.dtype)`, are ERROR dtype_mismatch in the module a real run raises in;
+the planted one is NONFINITE under fp16-emulated in the module whose attention logits overflow,
+inside an nn.TransformerEncoderLayer whose fused fast path would hide them.
 
 These packages found three wrong verdicts that the zoo did not: a BF16 ConvTranspose2d left
 to LibTorch 1.13's CPU kernel (a wrong shape, then exit 2 for the whole check), a shape
@@ -55,3 +57,5 @@ def test_each_policy_gets_its_expected_status(packages, tmp_path, name):
         if cell["status"] == "ERROR":
             assert cell["error_class"] == "dtype_mismatch", cell["reason"]
             assert cell["error_module"] == row["error_module"], cell["reason"]
+        if cell["status"] == "NONFINITE":
+            assert f"in {row['error_module']} (" in cell["reason"], cell["reason"]
