@@ -17,6 +17,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
+#include "pipelines/fused_layers.h"
 #include "pipelines/weighted_ops.h"
 
 namespace framegate {
@@ -307,27 +308,6 @@ std::shared_ptr<jit::Graph> CalleeGraph(const jit::Node* call) {
   return graph_function == nullptr ? nullptr : graph_function->graph();
 }
 
-// LibTorch's fused inference fast paths: one op computes a whole nn.TransformerEncoderLayer
-// or nn.MultiheadAttention, so no observer sees (rounds, islands, names) what it holds
-// inside: the attention logits, the feed-forward's hidden values.
-bool IsFusedFastPath(c10::Symbol kind) {
-  static const c10::Symbol layer = c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd");
-  static const c10::Symbol attention = c10::Symbol::fromQualString("aten::_native_multi_head_attention");
-  return kind == layer || kind == attention;
-}
-
-// torch.nn's code takes a fast path inside `if <every condition holds>:` and falls through
-// to the layer's own ops otherwise; a false condition makes it compute the same layer by
-// those ops. Returns false when `fused` is not in the taken branch of a prim::If.
-bool TakeUnfusedPath(jit::Node* fused) {
-  jit::Block* branch = fused->owningBlock();
-  jit::Node* if_node = branch->owningNode();
-  if (if_node == nullptr || if_node->kind() != c10::prim::If || if_node->blocks()[0] != branch) return false;
-  jit::WithInsertPoint before_if(if_node);
-  if_node->replaceInput(0, if_node->owningGraph()->insertConstant(false));
-  return true;
-}
-
 // Plans the hooks of a module's graphs: the methods of it and of every submodule, then
 // the functions (and script-class methods) they call, whose ops run under the caller's
 // path; each distinct graph once.
@@ -356,6 +336,10 @@ class HookPlanner {
   // is the module input of a method graph, nullptr for functions.
   void PlanGraph(jit::Graph& graph, const jit::Value* self) {
     if (!planned_.insert(&graph).second) return;
+    UnfusedCount unfused;
+    UnfuseFastPaths(graph.block(), unfused);
+    coverage_.fast_paths_unfused += unfused.steered + unfused.decomposed;
+    coverage_.fused_ops += unfused.left_fused;
     std::vector<jit::Node*> nodes;
     CollectNodes(graph.block(), nodes);
     for (jit::Node* node : nodes) PlanNode(node, self);
@@ -374,9 +358,6 @@ class HookPlanner {
       } else {
         called_graphs_.push_back(std::move(callee));
       }
-    } else if (IsFusedFastPath(kind)) {
-      ++(TakeUnfusedPath(node) ? coverage_.fast_paths_unfused : coverage_.fused_ops);
-      if (c10::optional<NodePlan> plan = PlanOp(node)) AddOpPlan(std::move(*plan));
     } else if (c10::optional<NodePlan> plan = PlanOp(node)) {
       AddOpPlan(std::move(*plan));
     }

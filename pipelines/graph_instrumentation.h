@@ -39,8 +39,8 @@
 // ops are reported under the caller's path, with no push (scripted nn.LayerNorm reaches
 // aten::layer_norm through F.layer_norm). torch.nn's fused inference fast paths
 // (nn.TransformerEncoderLayer, nn.MultiheadAttention in eval mode without grad) are
-// steered to the layer's own ops, so that their attention logits and feed-forward values
-// are seen too. What is not seen (and said so by coverage()):
+// computed by the layer's own ops (pipelines/fused_layers.h), so that their attention
+// logits and feed-forward values are seen too. What is not seen (and said so by coverage()):
 // calls whose callee is only known at run time; ops with no tensor input or output; ops
 // in torch.jit.fork'ed closures (a subgraph, run on another thread); a module whose
 // submodules were inlined (frozen or `torch.jit.freeze`d packages) reports every op under
@@ -152,10 +152,8 @@ struct InstrumentationCoverage {
   int unobserved_ops = 0;  // floating-point ops whose tensors are all views, in-place
                            // results, lists or optionals: left without a hook
   // nn.TransformerEncoderLayer and nn.MultiheadAttention's fused fast paths
-  // (aten::_transformer_encoder_layer_fwd, aten::_native_multi_head_attention): steered
-  // to the layer's own ops (the branch that takes them is made false), or, where the
-  // graph calls one outside such a branch, left fused: one op whose insides no observer
-  // sees.
+  // (pipelines/fused_layers.h): computed by the layer's own ops (steered or decomposed),
+  // or left fused (with a mask): one op whose insides no observer sees.
   int fast_paths_unfused = 0;
   int fused_ops = 0;
   // Ops are reported under the caller's path: a module with submodules but no submodule

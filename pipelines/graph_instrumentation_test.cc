@@ -303,11 +303,32 @@ def forward(self, x, fast: bool):
   EXPECT_TRUE(observer.PathsOf(true, "aten::_native_multi_head_attention").empty());
 }
 
-TEST(GraphInstrumentationTest, AFusedOpOutsideABranchIsLeftAndCounted) {
+// A traced layer holds the fused op itself: it is replaced by the ops it computes.
+TEST(GraphInstrumentationTest, AFusedOpOutsideABranchIsReplacedByTheOpsItComputes) {
   jit::Module module = MakeAttention(R"JIT(
 def forward(self, x):
     return torch._native_multi_head_attention(x, x, x, 4, 1, self.qkv_weight, self.qkv_bias,
                                               self.proj_weight, self.proj_bias, None, False)[0]
+)JIT");
+  const at::Tensor x = torch::randn({1, 5, 4});
+  const at::Tensor own = OwnAttention(module, x);
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  EXPECT_EQ(instrumentation->coverage().fast_paths_unfused, 1);
+  EXPECT_EQ(instrumentation->coverage().fused_ops, 0);
+  RecordingObserver observer;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  EXPECT_TRUE(torch::allclose(Forward(module, x), own, 1e-5, 1e-6));
+  EXPECT_EQ(observer.PathsOf(true, "aten::softmax"), std::vector<std::string>{"m"});
+  EXPECT_TRUE(observer.PathsOf(true, "aten::_native_multi_head_attention").empty());
+}
+
+// With a mask the op is left as it is, and counted: its insides are not seen.
+TEST(GraphInstrumentationTest, AFusedOpWithAMaskIsLeftAndCounted) {
+  jit::Module module = MakeAttention(R"JIT(
+def forward(self, x):
+    mask = torch.zeros([1, 5]) > 1.0
+    return torch._native_multi_head_attention(x, x, x, 4, 1, self.qkv_weight, self.qkv_bias,
+                                              self.proj_weight, self.proj_bias, mask, False, True, 1)[0]
 )JIT");
   const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
   EXPECT_EQ(instrumentation->coverage().fast_paths_unfused, 0);

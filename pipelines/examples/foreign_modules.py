@@ -198,7 +198,7 @@ class LatteNN(nn.Module):
     def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
         b = x.shape[0]
         p = self.patch(x.permute(0, 2, 3, 4, 1).reshape(b, self.t, self.h * self.w, self.c)) + self.pos
-        temb = self.time(timestep_embedding_diffusers(t, self.dim).to(p.dtype))
+        temb = self.time(timestep_embedding_diffusers(t, self.dim).type_as(p))  # traces as type_as
         p = p + temb[:, None, None, :]
         ctx = self.text_proj(cond)
         for block in self.blocks:

@@ -17,7 +17,8 @@ policy: a real run raises "mat1 and mat2 must have the same dtype" there, and so
 framegate (ERROR dtype_mismatch in the module the table names). The scripted ones keep the
 dtype and must PASS every policy. One package has a planted defect: latte-nn-qk-overflow's
 attention logits overflow FP16 inside nn.TransformerEncoderLayer, so fp16-emulated must be
-NONFINITE there (framegate steers the layer off its fused op to see them).
+NONFINITE there, scripted and traced (framegate computes the fused op by the layer's own ops
+to see them: pipelines/fused_layers.h).
 
 Run them through bench/zoo_sweep.py (--zoo OUT_DIR) for every seed;
 tests/python/test_foreign_packages.py checks seed 0.
@@ -123,13 +124,18 @@ PACKAGES: List[Foreign] = [
             "them by its fused fast path in inference", False,
             (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
             lambda: fm.CogDecoder(4, 32), dict(ALL_PASS)),
-    Foreign("latte-nn-traced", "the same, traced: the trace records the fused ops themselves", True,
+    Foreign("latte-nn-traced", "the same, traced: the trace records the fused ops themselves "
+            "(its time embedding uses type_as, which a trace keeps) with the SD-VAE-style decoder, "
+            "which traces without a baked dtype", True,
             (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
-            lambda: fm.CogDecoder(4, 32), dict(BAKED_DTYPE), "denoiser.time.0"),
+            lambda: fm.SDVAEDecoder(4, 32, 4), dict(ALL_PASS)),
     Foreign("latte-nn-qk-overflow", "latte-nn with blocks.1.spatial's q and k projections x200: "
             "attention logits up to ~1e5 overflow FP16 inside the fused layer", False,
             (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
             lambda: fm.CogDecoder(4, 32), QK_OVERFLOW, "denoiser.blocks.1.spatial.self_attn", _plant_qk),
+    Foreign("latte-nn-qk-overflow-traced", "the same, traced as latte-nn-traced is", True,
+            (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
+            lambda: fm.SDVAEDecoder(4, 32, 4), QK_OVERFLOW, "denoiser.blocks.1.spatial", _plant_qk),
 ]
 BY_NAME = {p.name: p for p in PACKAGES}
 

@@ -1,0 +1,30 @@
+// LibTorch's fused inference fast paths, taken apart so that a package's observers see
+// inside them. nn.TransformerEncoderLayer and nn.MultiheadAttention compute a whole layer
+// by one op (aten::_transformer_encoder_layer_fwd, aten::_native_multi_head_attention) in
+// eval mode without grad; no observer sees, rounds, islands or names what such an op
+// holds inside: the attention logits, the feed-forward's hidden values.
+//
+// A scripted layer calls the op inside `if <every condition holds>:` and computes the
+// same layer by its own ops after it: the condition is made false (steered). A traced one
+// has the op itself: it is replaced by the ops it computes (decomposed, the same
+// arithmetic: q scaled before q @ k^T, softmax, the FFN's GELU or ReLU), without a mask
+// only; an op with a mask is left fused.
+#pragma once
+
+namespace torch::jit {
+struct Node;
+struct Block;
+}  // namespace torch::jit
+
+namespace framegate {
+
+struct UnfusedCount {
+  int steered = 0;     // the scripted layer's own ops run instead
+  int decomposed = 0;  // the op replaced by the ops it computes
+  int left_fused = 0;  // a mask, or no way to take it apart
+};
+
+// Unfuses every fused fast-path op in `block` and its nested blocks; adds to `count`.
+void UnfuseFastPaths(torch::jit::Block* block, UnfusedCount& count);
+
+}  // namespace framegate
