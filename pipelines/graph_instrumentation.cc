@@ -80,10 +80,21 @@ struct NodePlan {
     int io_index;  // kListElementInput or kDtypeSourceInput
   };
   std::vector<FeederInput> feeder_inputs;
+  // A module call's outputs that are plain tuples holding tensors (nn.MultiheadAttention's
+  // (output, weights)): each tensor element gets an `after`, reported as output index
+  // outputs().size() + its place among the elements hooked so far.
+  struct TupleOutput {
+    size_t output;
+    std::vector<size_t> tensor_elements;
+  };
+  std::vector<TupleOutput> tuple_outputs;
 
   // Custom-op calls the plan inserts: one slot each.
   size_t SlotCount() const {
-    return feeder_inputs.size() + inputs.size() + outputs.size() + (site.kind == Kind::kModuleCall ? 2 : 0);
+    size_t elements = 0;
+    for (const TupleOutput& tuple : tuple_outputs) elements += tuple.tensor_elements.size();
+    return feeder_inputs.size() + inputs.size() + outputs.size() + elements +
+           (site.kind == Kind::kModuleCall ? 2 : 0);
   }
 };
 
@@ -191,6 +202,13 @@ NodePlan PlanModuleCall(jit::Node* call, const jit::Value* self) {
   }
   for (size_t i = 0; i < call->outputs().size(); ++i) {
     if (IsTensor(call->output(i))) plan.outputs.push_back(i);
+    const auto tuple = call->output(i)->type()->cast<c10::TupleType>();
+    if (!tuple || tuple->schema() != nullptr) continue;  // a NamedTuple keeps its type: left
+    NodePlan::TupleOutput hooked{i, {}};
+    for (size_t j = 0; j < tuple->elements().size(); ++j) {
+      if (tuple->elements()[j]->kind() == c10::TypeKind::TensorType) hooked.tensor_elements.push_back(j);
+    }
+    if (!hooked.tensor_elements.empty()) plan.tuple_outputs.push_back(std::move(hooked));
   }
   return plan;
 }
@@ -430,6 +448,27 @@ jit::Node* InsertAfters(const NodePlan& plan, int site, SiteTable& table) {
     output->replaceAllUsesWith(call->output());
     call->replaceInput(0, output);  // the one use that must stay
     last = call;
+  }
+  // A tuple: unpacked, its tensors hooked, packed again for the users.
+  int element_index = static_cast<int>(plan.node->outputs().size());
+  for (const NodePlan::TupleOutput& hooked : plan.tuple_outputs) {
+    jit::Value* tuple = plan.node->output(hooked.output);
+    jit::Graph& graph = *plan.node->owningGraph();
+    jit::Node* unpack = graph.createTupleUnpack(tuple);
+    unpack->insertAfter(last);
+    last = unpack;
+    std::vector<jit::Value*> elements(unpack->outputs().begin(), unpack->outputs().end());
+    for (size_t j : hooked.tensor_elements) {
+      jit::Node* call = CreateHookCall(after, elements[j], table.AddSlot(site, element_index++), plan.node);
+      call->insertAfter(last);
+      last = call;
+      elements[j] = call->output();
+    }
+    jit::Node* pack = graph.createTuple(elements);
+    pack->insertAfter(last);
+    last = pack;
+    tuple->replaceAllUsesWith(pack->output());
+    unpack->replaceInput(0, tuple);  // the one use that must stay
   }
   return last;
 }

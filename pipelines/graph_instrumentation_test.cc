@@ -410,6 +410,40 @@ def forward(self, x):
   }
 }
 
+// A submodule returning a tuple (nn.MultiheadAttention's (output, weights)): an observer
+// sees, and may replace, each tensor in it, as it does a tensor output.
+class ScalingCallObserver : public GraphObserver {
+ public:
+  at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
+                   const at::Tensor& value) override {
+    if (site.kind != Kind::kModuleCall) return value;
+    seen.push_back(path + ":" + std::to_string(output_index));
+    return value * 10.0;
+  }
+  std::vector<std::string> seen;
+};
+
+TEST(GraphInstrumentationTest, TheTensorsOfATupleASubmoduleReturnsAreObserved) {
+  jit::Module pair("Pair");
+  pair.define(R"JIT(
+def forward(self, x) -> Tuple[Tensor, Optional[Tensor], int]:
+    return x * 2.0, None, 3
+)JIT");
+  jit::Module root("Root");
+  root.register_module("pair", pair);
+  root.define(R"JIT(
+def forward(self, x):
+    a, b, n = self.pair.forward(x)
+    return a + float(n)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "root");
+  ScalingCallObserver observer;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  const at::Tensor x = torch::randn({2, 4});
+  EXPECT_TRUE(torch::allclose(Forward(root, x), x * 20.0 + 3.0));
+  EXPECT_EQ(observer.seen, std::vector<std::string>{"root.pair:1"});  // element 0, after the 1 output
+}
+
 // FP16 emulation: rounds every float32 op output through half.
 class HalfRoundingObserver : public GraphObserver {
  public:

@@ -59,3 +59,21 @@ def test_each_policy_gets_its_expected_status(packages, tmp_path, name):
             assert cell["error_module"] == row["error_module"], cell["reason"]
         if cell["status"] == "NONFINITE":
             assert f"in {row['error_module']} (" in cell["reason"], cell["reason"]
+
+
+def test_advice_for_the_qk_overflow_is_the_attention_module_alone(packages, tmp_path):
+    """nn.MultiheadAttention returns a tuple: an island on it hands its float32 output back
+    to FP16 through the tuple (it used to leak float32 on, and advise grew past the culprit
+    chasing the dtype errors that made: 12 runs, 8.8% of the weights)."""
+    common = ["--model", str(packages / "latte-nn-qk-overflow"), "--golden-dir", str(tmp_path),
+              "--threads", "1"]
+    made = subprocess.run([FRAMEGATE, "golden", "make", *common], capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr
+    r = subprocess.run([FRAMEGATE, "advise", *common, "--policy", "fp16-emulated", "--json", "-"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    advice = json.loads(r.stdout)
+    assert advice["status_before"] == "NONFINITE"
+    assert advice["status_after"] == "PASS"
+    assert advice["islands"] == ["denoiser.blocks.1.spatial.self_attn"]
+    assert advice["fp32_weight_fraction"] == pytest.approx(advice["culprit_weight_fraction"])
