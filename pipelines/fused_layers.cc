@@ -63,14 +63,20 @@ def transformer_encoder_layer_fwd(src: Tensor, embed_dim: int, num_heads: int, q
     return x
 )JIT";
 
+// The function of kDecompositions that computes fused op `kind`; nullptr when `kind` is
+// not one.
+const char* DecompositionName(c10::Symbol kind) {
+  static const c10::Symbol layer = c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd");
+  static const c10::Symbol attention = c10::Symbol::fromQualString("aten::_native_multi_head_attention");
+  return kind == layer       ? "transformer_encoder_layer_fwd"
+         : kind == attention ? "native_multi_head_attention"
+                             : nullptr;
+}
+
 // The decomposition of fused op `kind`, inlined (no calls left), or nullptr.
 std::shared_ptr<jit::Graph> DecompositionOf(c10::Symbol kind) {
   static const std::shared_ptr<jit::CompilationUnit> unit = torch::jit::compile(kDecompositions);
-  const char* name = kind == c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd")
-                         ? "transformer_encoder_layer_fwd"
-                     : kind == c10::Symbol::fromQualString("aten::_native_multi_head_attention")
-                         ? "native_multi_head_attention"
-                         : nullptr;
+  const char* name = DecompositionName(kind);
   if (name == nullptr) return nullptr;
   std::shared_ptr<jit::Graph> graph = jit::toGraphFunction(unit->get_function(name)).graph()->copy();
   jit::Inline(*graph);
@@ -113,28 +119,16 @@ bool Decompose(jit::Node* fused) {
   return true;
 }
 
-bool IsFusedFastPath(c10::Symbol kind) {
-  static const c10::Symbol layer = c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd");
-  static const c10::Symbol attention = c10::Symbol::fromQualString("aten::_native_multi_head_attention");
-  return kind == layer || kind == attention;
-}
-
 }  // namespace
 
 void UnfuseFastPaths(jit::Block* block, UnfusedCount& count) {
   std::vector<jit::Node*> fused;
   for (jit::Node* node : block->nodes()) {
     for (jit::Block* nested : node->blocks()) UnfuseFastPaths(nested, count);
-    if (IsFusedFastPath(node->kind())) fused.push_back(node);
+    if (DecompositionName(node->kind()) != nullptr) fused.push_back(node);
   }
   for (jit::Node* node : fused) {
-    if (Steer(node)) {
-      ++count.steered;
-    } else if (Decompose(node)) {
-      ++count.decomposed;
-    } else {
-      ++count.left_fused;
-    }
+    ++(Steer(node) || Decompose(node) ? count.unfused : count.left_fused);
   }
 }
 

@@ -19,8 +19,7 @@ struct Block;
 namespace framegate {
 
 struct UnfusedCount {
-  int steered = 0;     // the scripted layer's own ops run instead
-  int decomposed = 0;  // the op replaced by the ops it computes
+  int unfused = 0;     // steered or decomposed
   int left_fused = 0;  // a mask, or no way to take it apart
 };
 

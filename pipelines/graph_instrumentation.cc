@@ -18,7 +18,6 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include "pipelines/fused_layers.h"
-#include "pipelines/weighted_ops.h"
 
 namespace framegate {
 namespace {
@@ -170,9 +169,9 @@ bool IsWeightRead(const jit::Value* value) {
   return IsTensor(value) && (producer == c10::prim::GetAttr || producer == c10::prim::Constant);
 }
 
-// The input of a weighted op that is a weight (weighted_ops.h), or -1.
-int WeightInput(const jit::Node* node) {
-  const WeightedOp* op = FindWeightedOp(node->kind().toQualString());
+// The input of weighted op `op` (weighted_ops.h; nullptr: none) at `node` that is a
+// weight, or -1.
+int WeightInput(const jit::Node* node, const WeightedOp* op) {
   if (op == nullptr) return -1;
   const auto operand = [&](int index) -> const jit::Value* {
     return static_cast<size_t>(index) < node->inputs().size() ? node->input(static_cast<size_t>(index))
@@ -284,7 +283,8 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
     return plan;
   }
   const bool conversion = IsDtypeConversion(node->kind());
-  plan.site.weight_input = WeightInput(node);
+  plan.site.weighted = FindWeightedOp(plan.site.op);
+  plan.site.weight_input = WeightInput(node, plan.site.weighted);
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     // Optional tensors too: a scripted norm's weight and bias reach aten::group_norm as
     // Tensor? (an op island casts them with the input; dtype propagation sees them).
@@ -356,7 +356,7 @@ class HookPlanner {
     if (!planned_.insert(&graph).second) return;
     UnfusedCount unfused;
     UnfuseFastPaths(graph.block(), unfused);
-    coverage_.fast_paths_unfused += unfused.steered + unfused.decomposed;
+    coverage_.fast_paths_unfused += unfused.unfused;
     coverage_.fused_ops += unfused.left_fused;
     std::vector<jit::Node*> nodes;
     CollectNodes(graph.block(), nodes);

@@ -64,6 +64,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include "pipelines/weighted_ops.h"
+
 namespace torch::jit {
 struct Module;
 }
@@ -88,10 +90,12 @@ struct GraphSite {
   std::string callee;
   // The callee method ("forward") or the op's qualified name ("aten::linear").
   std::string op;
-  // kOp only: for ops with weights (aten::linear, aten::conv1d/2d/3d, aten::_convolution,
-  // aten::conv_transpose1d/2d/3d, aten::matmul/mm/bmm/addmm with an operand read from a
-  // module attribute, or a tensor constant in a frozen module): the index of the weight
-  // operand among the node's inputs, else -1.
+  // kOp only: the op's entry in pipelines/weighted_ops.h (linear, the convolutions, the
+  // matrix products), found once when the graph is planned; nullptr for other ops.
+  const WeightedOp* weighted = nullptr;
+  // kOp only: for a weighted op whose weight is there (linear's and the convolutions'
+  // operand 1; a product's operand read from a module attribute, or a tensor constant in a
+  // frozen module): the index of the weight operand among the node's inputs, else -1.
   int weight_input = -1;
   // kOp only: how the node's argument named "dtype" fixes its output dtype: absent or
   // None (kNone), a constant (kConstant: `dtype_constant`), or computed at run time

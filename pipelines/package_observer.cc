@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "pipelines/op_islands.h"
-#include "pipelines/weighted_ops.h"
 
 namespace framegate {
 namespace {
@@ -17,13 +16,12 @@ bool IsReducedFloat(const at::Tensor& t) {
 
 at::Tensor RoundThroughHalf(const at::Tensor& t) { return t.to(at::kHalf).to(at::kFloat); }
 
-// Raises the error weighted op `op` raises when its operands before schema position
-// `later_index` are `first` and the one at `later_index` is `later`: the op itself on
-// tiny operands of those dtypes, so that the text is this LibTorch's own. Returns when
-// the op takes such operands.
-void RaiseMixedOperandError(const std::string& op, int later_index, c10::ScalarType first,
-                            c10::ScalarType later) {
-  const WeightedOp& weighted = *FindWeightedOp(op);
+// Raises the error weighted op `op` (`weighted` its entry) raises when its operands before
+// schema position `later_index` are `first` and the one at `later_index` is `later`: the
+// op itself on tiny operands of those dtypes, so that the text is this LibTorch's own.
+// Returns when the op takes such operands.
+void RaiseMixedOperandError(const std::string& op, const WeightedOp& weighted, int later_index,
+                            c10::ScalarType first, c10::ScalarType later) {
   const bool batched =
       op == "aten::bmm" || op == "aten::baddbmm" || weighted.sum == WeightedSum::kConvolution;
   const auto operand = [&](int index) {
@@ -112,11 +110,10 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     }
     if (accumulation_.widened != c10::ScalarType::Undefined) return Widen(site, input_index, value);
     if (!accumulation_.active()) return value;
-    const WeightedOp* weighted = FindWeightedOp(site.op);
-    const int slot = weighted != nullptr ? weighted->SlotOf(input_index) : -1;
+    const int slot = site.weighted != nullptr ? site.weighted->SlotOf(input_index) : -1;
     if (slot < 0) return value;
     const at::Tensor in = accumulation_.tf32_inputs && slot < 2 ? RoundToTf32(value) : value;
-    if (weighted->sum != WeightedSum::kConvolution) {
+    if (site.weighted->sum != WeightedSum::kConvolution) {
       if (matmul_.site != &site) matmul_ = MatmulOperands{&site, {}};
       matmul_.operands[slot] = in;
     }
@@ -184,7 +181,7 @@ at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const G
   if (policy_.InFp32Module(path)) acc.reduced_sum = c10::ScalarType::Undefined;
   const at::Tensor& a = operands.operands[0];
   const at::Tensor& b = operands.operands[1];
-  const WeightedSum sum = FindWeightedOp(site.op)->sum;
+  const WeightedSum sum = site.weighted->sum;
   // TF32 alone is in the (rounded) inputs already. addmm and baddbmm keep their own sums:
   // their beta and alpha are not seen here.
   if (acc.reduced_sum == c10::ScalarType::Undefined || !a.defined() || !b.defined() ||
@@ -197,8 +194,7 @@ at::Tensor PackageObserver::EmulateAccumulation(const std::string& path, const G
 }
 
 at::Tensor PackageObserver::Widen(const GraphSite& site, int input_index, const at::Tensor& value) {
-  const WeightedOp* weighted = FindWeightedOp(site.op);
-  if (weighted == nullptr || weighted->SlotOf(input_index) < 0 || !value.defined() ||
+  if (site.weighted == nullptr || site.weighted->SlotOf(input_index) < 0 || !value.defined() ||
       !value.is_floating_point()) {
     return value;
   }
@@ -210,7 +206,7 @@ at::Tensor PackageObserver::Widen(const GraphSite& site, int input_index, const 
   }
   // An operand of another dtype after widened ones: the real op raises here.
   if (widening_.widened) {
-    RaiseMixedOperandError(site.op, input_index, accumulation_.widened, value.scalar_type());
+    RaiseMixedOperandError(site.op, *site.weighted, input_index, accumulation_.widened, value.scalar_type());
     return Float32(value);
   }
   widening_.other = true;
@@ -232,7 +228,7 @@ at::Tensor PackageObserver::LeaveRoot(const std::string& root, const at::Tensor&
 
 void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
                                       c10::ScalarType dtype) {
-  const int slot = FindWeightedOp(site.op)->SlotOf(input_index);
+  const int slot = site.weighted->SlotOf(input_index);
   if (slot < 0 || slot > 1) return;  // the two operands (a bias is not one)
   if (pending_.site != &site) pending_ = PendingOp{&site};
   if (input_index == site.weight_input) {

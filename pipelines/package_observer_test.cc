@@ -25,13 +25,7 @@ DtypePolicy EmulatedFp16() {
   return policy;
 }
 
-DtypePolicy Bf16() {
-  DtypePolicy policy;
-  policy.name = "bf16";
-  policy.storage = WeightStorage::kBFloat16;
-  policy.compute = at::kBFloat16;
-  return policy;
-}
+DtypePolicy Bf16() { return *FindPolicy("bf16"); }  // the preset
 
 // forward(inputs) of `module` (BF16 weights, as placed) instrumented under Bf16().
 at::Tensor ForwardUnderBf16(jit::Module& module, const std::vector<c10::IValue>& inputs) {
