@@ -519,23 +519,27 @@ Status NewerVersionError(const SqliteDb& db, int version) {
 }  // namespace
 
 StatusOr<int> ReadSchemaVersion(SqliteDb& db) {
-  StatusOr<int64_t> version = db.QueryInt("PRAGMA user_version");
-  if (!version.ok()) return version.status();
-  if (*version < 0) {
-    return Status::Corrupt(db.path() + ": schema version " + std::to_string(*version) +
+  // One statement, so one snapshot: read apart, another process's first migration could
+  // commit between the version (0) and the table count (> 0).
+  StatusOr<SqliteStatement> read = db.Prepare(
+      "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)");
+  if (!read.ok()) return read.status();
+  StatusOr<bool> row = read->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Status::Internal(db.path() + ": no row reading the schema version");
+  const int64_t version = read->Int(0);
+  const int64_t tables = read->Int(1);
+  if (version < 0) {
+    return Status::Corrupt(db.path() + ": schema version " + std::to_string(version) +
                            " is not a framegate schema version (0.." + std::to_string(kStoreSchemaVersion) +
                            ")");
   }
-  if (*version == 0) {
-    StatusOr<int64_t> tables = db.QueryInt("SELECT count(*) FROM sqlite_master");
-    if (!tables.ok()) return tables.status();
-    if (*tables > 0) {
-      return Status::Corrupt(db.path() +
-                             ": an SQLite database but not framegate's (tables but no "
-                             "schema version)");
-    }
+  if (version == 0 && tables > 0) {
+    return Status::Corrupt(db.path() +
+                           ": an SQLite database but not framegate's (tables but no "
+                           "schema version)");
   }
-  return static_cast<int>(*version);
+  return static_cast<int>(version);
 }
 
 Status MigrateSchema(SqliteDb& db, int target) {
