@@ -1,6 +1,7 @@
 #include "pipelines/fused_layers.h"
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <torch/csrc/jit/api/module.h>
@@ -13,8 +14,9 @@ namespace {
 
 namespace jit = torch::jit;
 
-// The ops of LibTorch's CPU kernels of the two fused ops (1.13 and 2.x), argument for
-// argument in their schemas' order; `mask` is None here.
+// The ops of LibTorch's CPU kernels of the fused ops (1.13 and 2.x). A function's
+// arguments are matched to the op's by name; an argument the op lacks (an older schema)
+// takes the function's default.
 constexpr char kDecompositions[] = R"JIT(
 def native_multi_head_attention(query: Tensor, key: Tensor, value: Tensor, embed_dim: int, num_head: int,
                                 qkv_weight: Tensor, qkv_bias: Tensor, proj_weight: Tensor, proj_bias: Tensor,
@@ -61,24 +63,89 @@ def transformer_encoder_layer_fwd(src: Tensor, embed_dim: int, num_heads: int, q
     if not norm_first:
         x = torch.layer_norm(x, [embed_dim], norm_weight_2, norm_bias_2, eps)
     return x
+
+# LibTorch 2.x's math path: q and k each scaled by the square root of the scale.
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    factor = 1.0 / (float(query.size(-1)) ** 0.5)
+    if scale is not None:
+        factor = scale
+    root = abs(factor) ** 0.5
+    q = query * (root if factor >= 0.0 else -root)
+    if enable_gqa:
+        key = key.repeat_interleave(query.size(-3) // key.size(-3), -3)
+        value = value.repeat_interleave(query.size(-3) // value.size(-3), -3)
+    logits = torch.matmul(q, key.transpose(-2, -1) * root)
+    attention = masked_softmax(logits, attn_mask, is_causal)
+    if dropout_p > 0.0:
+        attention = torch.dropout(attention, dropout_p, True)
+    return torch.matmul(attention, value)
+
+# LibTorch 1.13's private op: q scaled by the whole scale; the weights returned on request.
+def scaled_dot_product_attention_1_13(query: Tensor, key: Tensor, value: Tensor,
+                                      attn_mask: Optional[Tensor] = None, dropout_p: float = 0.0,
+                                      need_attn_weights: bool = False,
+                                      is_causal: bool = False) -> Tuple[Tensor, Tensor]:
+    q = query / (float(query.size(-1)) ** 0.5)
+    attention = masked_softmax(torch.matmul(q, key.transpose(-2, -1)), attn_mask, is_causal)
+    if dropout_p > 0.0:
+        attention = torch.dropout(attention, dropout_p, True)
+    out = torch.matmul(attention, value)
+    weights = torch.empty([0], dtype=out.dtype)
+    if need_attn_weights:
+        weights = attention
+    return out, weights
+
+# Softmax over the last dim after the causal and the given mask (bool: False is masked out;
+# else added); a row masked out entirely is 0, as LibTorch's safe softmax makes it.
+def masked_softmax(logits: Tensor, attn_mask: Optional[Tensor], is_causal: bool) -> Tensor:
+    masked = is_causal or attn_mask is not None
+    if is_causal:
+        logits = logits.masked_fill(torch.ones_like(logits).tril() == 0.0, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.is_floating_point():
+            logits = logits + attn_mask
+        else:
+            logits = logits.masked_fill(attn_mask.logical_not(), float("-inf"))
+    attention = torch.softmax(logits, -1)
+    if masked:
+        attention = attention.masked_fill((logits == float("-inf")).all(-1, True), 0.0)
+    return attention
 )JIT";
 
-// The function of kDecompositions that computes fused op `kind`; nullptr when `kind` is
-// not one.
-const char* DecompositionName(c10::Symbol kind) {
-  static const c10::Symbol layer = c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd");
-  static const c10::Symbol attention = c10::Symbol::fromQualString("aten::_native_multi_head_attention");
-  return kind == layer       ? "transformer_encoder_layer_fwd"
-         : kind == attention ? "native_multi_head_attention"
-                             : nullptr;
+// A fused op and the function of kDecompositions that computes it.
+struct FusedOp {
+  const char* op;
+  const char* function;
+  bool steerable;  // torch.nn's fast path: called inside `if <every condition holds>:`
+  bool maskless;   // decomposed only when its `mask` is None
+  bool attention;  // scaled-dot-product attention: kept under SdpaKernel::kKept
+};
+constexpr FusedOp kFusedOps[] = {
+    {"aten::_transformer_encoder_layer_fwd", "transformer_encoder_layer_fwd", true, true, false},
+    {"aten::_native_multi_head_attention", "native_multi_head_attention", true, true, false},
+    {"aten::scaled_dot_product_attention", "scaled_dot_product_attention", false, false, true},
+    {"aten::_scaled_dot_product_attention", "scaled_dot_product_attention_1_13", false, false, true},
+};
+
+// The entry of `kind`, or nullptr.
+const FusedOp* FindFusedOp(c10::Symbol kind) {
+  for (const FusedOp& fused : kFusedOps) {
+    if (kind == c10::Symbol::fromQualString(fused.op)) return &fused;
+  }
+  return nullptr;
 }
 
-// The decomposition of fused op `kind`, inlined (no calls left), or nullptr.
-std::shared_ptr<jit::Graph> DecompositionOf(c10::Symbol kind) {
+const jit::CompilationUnit& Decompositions() {
   static const std::shared_ptr<jit::CompilationUnit> unit = torch::jit::compile(kDecompositions);
-  const char* name = DecompositionName(kind);
-  if (name == nullptr) return nullptr;
-  std::shared_ptr<jit::Graph> graph = jit::toGraphFunction(unit->get_function(name)).graph()->copy();
+  return *unit;
+}
+
+// The decomposition `function`, inlined (no calls left).
+std::shared_ptr<jit::Graph> DecompositionOf(const char* function) {
+  std::shared_ptr<jit::Graph> graph =
+      jit::toGraphFunction(Decompositions().get_function(function)).graph()->copy();
   jit::Inline(*graph);
   // A tuple returned becomes the op's outputs, one by one.
   jit::Node* tuple = graph->outputs().size() == 1 ? graph->outputs()[0]->node() : nullptr;
@@ -101,19 +168,42 @@ bool Steer(jit::Node* fused) {
   return true;
 }
 
-// Replaces `fused` by the ops of its decomposition. False when it has a mask (or no
-// decomposition matches its inputs), leaving it as it was.
-bool Decompose(jit::Node* fused) {
-  const std::shared_ptr<jit::Graph> decomposition = DecompositionOf(fused->kind());
-  if (decomposition == nullptr || decomposition->inputs().size() != fused->inputs().size() ||
-      decomposition->outputs().size() != fused->outputs().size()) {
-    return false;
+// The values `fused` gives the arguments of its decomposition, matched by name; an
+// argument `fused` lacks takes the decomposition's default. Empty when some argument of
+// `fused` has no counterpart (a newer schema) or one has neither value nor default.
+std::vector<jit::Value*> DecompositionInputs(jit::Node* fused, const c10::FunctionSchema& decomposition) {
+  const c10::FunctionSchema& schema = fused->schema();
+  for (const c10::Argument& argument : schema.arguments()) {
+    if (!decomposition.argumentIndexWithName(argument.name())) return {};
   }
-  const c10::optional<int> mask = fused->schema().argumentIndexWithName("mask");
-  if (!mask || !fused->input(static_cast<size_t>(*mask))->mustBeNone()) return false;
+  std::vector<jit::Value*> inputs;
+  for (const c10::Argument& argument : decomposition.arguments()) {
+    const c10::optional<int> index = schema.argumentIndexWithName(argument.name());
+    if (index) {
+      inputs.push_back(fused->input(static_cast<size_t>(*index)));
+    } else if (argument.default_value()) {
+      inputs.push_back(fused->owningGraph()->insertConstant(*argument.default_value()));
+    } else {
+      return {};
+    }
+  }
+  return inputs;
+}
+
+// Replaces `fused` by the ops of its decomposition. False when it must keep its mask (or
+// no decomposition matches its arguments), leaving it as it was.
+bool Decompose(jit::Node* fused, const FusedOp& entry) {
+  if (entry.maskless) {
+    const c10::optional<int> mask = fused->schema().argumentIndexWithName("mask");
+    if (!mask || !fused->input(static_cast<size_t>(*mask))->mustBeNone()) return false;
+  }
+  const std::shared_ptr<jit::Graph> decomposition = DecompositionOf(entry.function);
+  if (decomposition->outputs().size() != fused->outputs().size()) return false;
   jit::WithInsertPoint at_fused(fused);
-  const std::vector<jit::Value*> outputs =
-      jit::insertGraph(*fused->owningGraph(), *decomposition, fused->inputs());
+  const std::vector<jit::Value*> inputs =
+      DecompositionInputs(fused, Decompositions().get_function(entry.function).getSchema());
+  if (inputs.size() != decomposition->inputs().size()) return false;
+  const std::vector<jit::Value*> outputs = jit::insertGraph(*fused->owningGraph(), *decomposition, inputs);
   for (size_t i = 0; i < outputs.size(); ++i) fused->output(i)->replaceAllUsesWith(outputs[i]);
   fused->destroy();
   return true;
@@ -121,14 +211,19 @@ bool Decompose(jit::Node* fused) {
 
 }  // namespace
 
-void UnfuseFastPaths(jit::Block* block, UnfusedCount& count) {
-  std::vector<jit::Node*> fused;
+void UnfuseFastPaths(jit::Block* block, SdpaKernel sdpa, UnfusedCount& count) {
+  std::vector<std::pair<jit::Node*, const FusedOp*>> fused;
   for (jit::Node* node : block->nodes()) {
-    for (jit::Block* nested : node->blocks()) UnfuseFastPaths(nested, count);
-    if (DecompositionName(node->kind()) != nullptr) fused.push_back(node);
+    for (jit::Block* nested : node->blocks()) UnfuseFastPaths(nested, sdpa, count);
+    const FusedOp* entry = FindFusedOp(node->kind());
+    if (entry != nullptr && entry->attention && sdpa == SdpaKernel::kKept) {
+      ++count.kept;
+    } else if (entry != nullptr) {
+      fused.emplace_back(node, entry);
+    }
   }
-  for (jit::Node* node : fused) {
-    ++(Steer(node) || Decompose(node) ? count.unfused : count.left_fused);
+  for (const auto& [node, entry] : fused) {
+    ++((entry->steerable && Steer(node)) || Decompose(node, *entry) ? count.unfused : count.left_fused);
   }
 }
 

@@ -9,6 +9,12 @@
 // has the op itself: it is replaced by the ops it computes (decomposed, the same
 // arithmetic: q scaled before q @ k^T, softmax, the FFN's GELU or ReLU), without a mask
 // only; an op with a mask is left fused.
+//
+// scaled_dot_product_attention (2.x; 1.13's private _scaled_dot_product_attention) is a
+// fused kernel too: its logits and probabilities are inside it. It is decomposed into the
+// math path (q @ k^T, masks, softmax, @ v), mask or not, so a package's attention is
+// computed as the reference model's is without an attention backend; a policy that names
+// one keeps the op (SdpaKernel::kKept), so the backend's kernel computes it.
 #pragma once
 
 namespace torch::jit {
@@ -18,12 +24,18 @@ struct Block;
 
 namespace framegate {
 
+enum class SdpaKernel {
+  kDecomposed,  // the math path's ops, each seen (no attention backend named)
+  kKept,        // one op, computed by the backend the policy names
+};
+
 struct UnfusedCount {
   int unfused = 0;     // steered or decomposed
   int left_fused = 0;  // a mask, or no way to take it apart
+  int kept = 0;        // SDPA under SdpaKernel::kKept
 };
 
-// Unfuses every fused fast-path op in `block` and its nested blocks; adds to `count`.
-void UnfuseFastPaths(torch::jit::Block* block, UnfusedCount& count);
+// Unfuses every fused op in `block` and its nested blocks; adds to `count`.
+void UnfuseFastPaths(torch::jit::Block* block, SdpaKernel sdpa, UnfusedCount& count);
 
 }  // namespace framegate

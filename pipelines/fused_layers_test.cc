@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
+#include "harness/torch_version.h"
 #include "pipelines/graph_instrumentation.h"
 
 namespace framegate {
@@ -57,7 +58,7 @@ def forward(self, x, use_gelu: bool, norm_first: bool):
     }
   }
   const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
-  ASSERT_EQ(instrumentation->coverage().fast_paths_unfused, 1);
+  ASSERT_EQ(instrumentation->coverage().fused_ops_unfused, 1);
   NoObserver observer;
   const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
   const ScopedPlainGraphExecution plain;
@@ -72,6 +73,71 @@ def forward(self, x, use_gelu: bool, norm_first: bool):
       ++i;
     }
   }
+}
+
+// A module whose forward is one scaled-dot-product attention: LibTorch 2.x's public op,
+// 1.13's private one (the same arithmetic; it also returns the weights).
+jit::Module AttentionModule() {
+  jit::Module module("Attention");
+#if FRAMEGATE_TORCH_AT_LEAST(2, 1)
+  module.define(R"JIT(
+def forward(self, q, k, v, mask: Optional[Tensor], causal: bool, scale: Optional[float]):
+    return torch.scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale=scale)
+)JIT");
+#else
+  module.define(R"JIT(
+def forward(self, q, k, v, mask: Optional[Tensor], causal: bool, scale: Optional[float]):
+    return torch._scaled_dot_product_attention(q, k, v, mask, 0.0, False, causal)[0]
+)JIT");
+#endif
+  return module;
+}
+
+TEST(FusedLayersTest, TheDecomposedAttentionComputesWhatTheSdpaKernelComputes) {
+  jit::Module module = AttentionModule();
+  const at::Tensor q = torch::randn({2, 2, 5, 8}) * 2, k = torch::randn({2, 2, 7, 8}) * 2,
+                   v = torch::randn({2, 2, 7, 8});
+  at::Tensor bool_mask = torch::rand({5, 7}) > 0.3;
+  bool_mask.select(1, 0).fill_(true);  // no row masked out entirely
+  const at::Tensor float_mask = torch::randn({5, 7});
+  struct Case {
+    const char* name;
+    c10::IValue mask;
+    bool causal;
+    c10::IValue scale;
+  };
+  std::vector<Case> cases = {{"plain", c10::IValue(), false, c10::IValue()},
+                             {"causal", c10::IValue(), true, c10::IValue()},
+                             {"bool mask", bool_mask, false, c10::IValue()},
+                             {"float mask", float_mask, false, c10::IValue()}};
+  if (FRAMEGATE_TORCH_AT_LEAST(2, 1)) cases.push_back({"scale 0.3", c10::IValue(), false, 0.3});
+  const torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> fused;
+  for (const Case& c : cases) {
+    fused.push_back(module.forward({q, k, v, c.mask, c.causal, c.scale}).toTensor());
+  }
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  ASSERT_EQ(instrumentation->coverage().fused_ops_unfused, 1);
+  NoObserver observer;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  const ScopedPlainGraphExecution plain;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const at::Tensor y = module.forward({q, k, v, c.mask, c.causal, c.scale}).toTensor();
+    EXPECT_TRUE(torch::allclose(y, fused[i], 1e-5, 1e-5))
+        << c.name << ": max |diff| " << (y - fused[i]).abs().max().item<float>();
+  }
+}
+
+TEST(FusedLayersTest, AnAttentionBackendKeepsTheSdpaKernel) {
+  jit::Module module = AttentionModule();
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m", SdpaKernel::kKept);
+  EXPECT_EQ(instrumentation->coverage().fused_ops_unfused, 0);
+  EXPECT_EQ(instrumentation->coverage().attention_kernels_kept, 1);
+  EXPECT_NE(
+      instrumentation->coverage().Summary().find("1 attention op computed by the named backend's kernel"),
+      std::string::npos)
+      << instrumentation->coverage().Summary();
 }
 
 }  // namespace

@@ -17,8 +17,6 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
-#include "pipelines/fused_layers.h"
-
 namespace framegate {
 namespace {
 
@@ -331,7 +329,7 @@ std::shared_ptr<jit::Graph> CalleeGraph(const jit::Node* call) {
 // path; each distinct graph once.
 class HookPlanner {
  public:
-  explicit HookPlanner(InstrumentationCoverage& coverage) : coverage_(coverage) {}
+  HookPlanner(SdpaKernel sdpa, InstrumentationCoverage& coverage) : sdpa_(sdpa), coverage_(coverage) {}
 
   std::vector<NodePlan> PlanModule(const jit::Module& module) {
     for (const jit::Module& submodule : module.modules()) {
@@ -355,9 +353,10 @@ class HookPlanner {
   void PlanGraph(jit::Graph& graph, const jit::Value* self) {
     if (!planned_.insert(&graph).second) return;
     UnfusedCount unfused;
-    UnfuseFastPaths(graph.block(), unfused);
-    coverage_.fast_paths_unfused += unfused.unfused;
-    coverage_.fused_ops += unfused.left_fused;
+    UnfuseFastPaths(graph.block(), sdpa_, unfused);
+    coverage_.fused_ops_unfused += unfused.unfused;
+    coverage_.fused_ops_left += unfused.left_fused;
+    coverage_.attention_kernels_kept += unfused.kept;
     std::vector<jit::Node*> nodes;
     CollectNodes(graph.block(), nodes);
     for (jit::Node* node : nodes) PlanNode(node, self);
@@ -394,6 +393,7 @@ class HookPlanner {
     plans_.push_back(std::move(plan));
   }
 
+  const SdpaKernel sdpa_;
   InstrumentationCoverage& coverage_;
   std::vector<NodePlan> plans_;
   std::unordered_set<const jit::Graph*> planned_;
@@ -590,7 +590,8 @@ GraphInstrumentation::GraphInstrumentation() : state_(std::make_unique<State>())
 GraphInstrumentation::~GraphInstrumentation() = default;
 
 std::unique_ptr<GraphInstrumentation> GraphInstrumentation::Instrument(torch::jit::Module& module,
-                                                                       const std::string& root_path) {
+                                                                       const std::string& root_path,
+                                                                       SdpaKernel sdpa) {
   std::unique_ptr<GraphInstrumentation> instrumentation(new GraphInstrumentation());
   State& state = *instrumentation->state_;
   state.root_path = root_path;
@@ -599,7 +600,7 @@ std::unique_ptr<GraphInstrumentation> GraphInstrumentation::Instrument(torch::ji
   } catch (const c10::Error&) {
     return instrumentation;  // graphs left untouched: nothing seen, coverage all zero
   }
-  const std::vector<NodePlan> plans = HookPlanner(instrumentation->coverage_).PlanModule(module);
+  const std::vector<NodePlan> plans = HookPlanner(sdpa, instrumentation->coverage_).PlanModule(module);
   size_t slot_count = 0;
   for (const NodePlan& plan : plans) slot_count += plan.SlotCount();
   state.table.first_slot = next_slot_id.fetch_add(static_cast<int64_t>(slot_count));
@@ -640,11 +641,15 @@ std::string InstrumentationCoverage::Summary() const {
   if (unobserved_ops > 0) {
     summary += "; " + CountOf(unobserved_ops, "view or in-place op") + " not observed";
   }
-  if (fast_paths_unfused > 0) {
-    summary += "; " + CountOf(fast_paths_unfused, "fused fast path") + " computed by the layer's own ops";
+  if (fused_ops_unfused > 0) {
+    summary += "; " + CountOf(fused_ops_unfused, "fused op") + " computed op by op";
   }
-  if (fused_ops > 0) {
-    summary += "; " + CountOf(fused_ops, "fused layer op") + " not seen inside";
+  if (fused_ops_left > 0) {
+    summary += "; " + CountOf(fused_ops_left, "fused op") + " not seen inside";
+  }
+  if (attention_kernels_kept > 0) {
+    summary += "; " + CountOf(attention_kernels_kept, "attention op") +
+               " computed by the named backend's kernel, not seen inside";
   }
   if (submodules_inlined) {
     summary += "; submodules inlined: their ops are reported under the caller's path";

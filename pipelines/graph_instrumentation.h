@@ -40,7 +40,8 @@
 // aten::layer_norm through F.layer_norm). torch.nn's fused inference fast paths
 // (nn.TransformerEncoderLayer, nn.MultiheadAttention in eval mode without grad) are
 // computed by the layer's own ops (pipelines/fused_layers.h), so that their attention
-// logits and feed-forward values are seen too. What is not seen (and said so by coverage()):
+// logits and feed-forward values are seen too; so is scaled_dot_product_attention unless
+// the caller keeps it (SdpaKernel::kKept). What is not seen (and said so by coverage()):
 // calls whose callee is only known at run time; ops with no tensor input or output; ops
 // in torch.jit.fork'ed closures (a subgraph, run on another thread); a module whose
 // submodules were inlined (frozen or `torch.jit.freeze`d packages) reports every op under
@@ -64,6 +65,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include "pipelines/fused_layers.h"
 #include "pipelines/weighted_ops.h"
 
 namespace torch::jit {
@@ -155,11 +157,13 @@ struct InstrumentationCoverage {
   int function_calls = 0;  // function or method calls not entered: callee unknown until run
   int unobserved_ops = 0;  // floating-point ops whose tensors are all views, in-place
                            // results, lists or optionals: left without a hook
-  // nn.TransformerEncoderLayer and nn.MultiheadAttention's fused fast paths
-  // (pipelines/fused_layers.h): computed by the layer's own ops (steered or decomposed),
-  // or left fused (with a mask): one op whose insides no observer sees.
-  int fast_paths_unfused = 0;
-  int fused_ops = 0;
+  // Fused ops (pipelines/fused_layers.h: torch.nn's transformer fast paths, SDPA):
+  // computed by their own ops (steered or decomposed), or left fused (a layer called with
+  // a mask): one op whose insides no observer sees; SDPA kept for the attention backend
+  // a policy names (SdpaKernel::kKept): its logits unseen too.
+  int fused_ops_unfused = 0;
+  int fused_ops_left = 0;
+  int attention_kernels_kept = 0;
   // Ops are reported under the caller's path: a module with submodules but no submodule
   // call in its forward (inlined), or a weight operand that is a tensor constant (frozen).
   bool submodules_inlined = false;
@@ -178,9 +182,11 @@ class GraphInstrumentation {
   // it does not know is left alone and counted in the coverage. Each call owns its own
   // sites: instrumenting a module twice adds a second, independent set of hooks.
   // The module (its graphs) may outlive the result: hooks of a destroyed instrumentation
-  // pass values through.
+  // pass values through. `sdpa`: whether scaled_dot_product_attention is computed by its
+  // math path's ops or kept as one op (fused_layers.h).
   static std::unique_ptr<GraphInstrumentation> Instrument(torch::jit::Module& module,
-                                                          const std::string& root_path);
+                                                          const std::string& root_path,
+                                                          SdpaKernel sdpa = SdpaKernel::kDecomposed);
 
   const InstrumentationCoverage& coverage() const { return coverage_; }
 

@@ -292,8 +292,8 @@ def forward(self, x, fast: bool):
   ASSERT_TRUE(torch::allclose(fused, own, 1e-4, 1e-5));  // both branches compute one attention
 
   const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
-  EXPECT_EQ(instrumentation->coverage().fast_paths_unfused, 1);
-  EXPECT_EQ(instrumentation->coverage().fused_ops, 0);
+  EXPECT_EQ(instrumentation->coverage().fused_ops_unfused, 1);
+  EXPECT_EQ(instrumentation->coverage().fused_ops_left, 0);
   RecordingObserver observer;
   const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
   const ScopedPlainGraphExecution plain;
@@ -313,8 +313,8 @@ def forward(self, x):
   const at::Tensor x = torch::randn({1, 5, 4});
   const at::Tensor own = OwnAttention(module, x);
   const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
-  EXPECT_EQ(instrumentation->coverage().fast_paths_unfused, 1);
-  EXPECT_EQ(instrumentation->coverage().fused_ops, 0);
+  EXPECT_EQ(instrumentation->coverage().fused_ops_unfused, 1);
+  EXPECT_EQ(instrumentation->coverage().fused_ops_left, 0);
   RecordingObserver observer;
   const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
   EXPECT_TRUE(torch::allclose(Forward(module, x), own, 1e-5, 1e-6));
@@ -331,9 +331,9 @@ def forward(self, x):
                                               self.proj_weight, self.proj_bias, mask, False, True, 1)[0]
 )JIT");
   const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
-  EXPECT_EQ(instrumentation->coverage().fast_paths_unfused, 0);
-  EXPECT_EQ(instrumentation->coverage().fused_ops, 1);
-  EXPECT_NE(instrumentation->coverage().Summary().find("1 fused layer op not seen inside"), std::string::npos)
+  EXPECT_EQ(instrumentation->coverage().fused_ops_unfused, 0);
+  EXPECT_EQ(instrumentation->coverage().fused_ops_left, 1);
+  EXPECT_NE(instrumentation->coverage().Summary().find("1 fused op not seen inside"), std::string::npos)
       << instrumentation->coverage().Summary();
   RecordingObserver observer;
   const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);

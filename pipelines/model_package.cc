@@ -116,14 +116,16 @@ class TorchScriptModel : public VideoModel {
 
 // Loads DIR/<root>.pt in float32 on the CPU and instruments its graphs (before any
 // forward: the graph executor keeps the plan of a graph it ran).
-StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std::string& root) {
+StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std::string& root,
+                                              const DtypePolicy& policy) {
   const std::string path = dir + "/" + root + ".pt";
   if (!std::filesystem::exists(path)) return Status::NotFound(path + ": file is missing");
   try {
     torch::jit::Module module = torch::jit::load(path, c10::Device(c10::kCPU));
     module.eval();
     module.to(at::kFloat);
-    std::unique_ptr<GraphInstrumentation> instrumentation = GraphInstrumentation::Instrument(module, root);
+    std::unique_ptr<GraphInstrumentation> instrumentation = GraphInstrumentation::Instrument(
+        module, root, policy.attention_backend.empty() ? SdpaKernel::kDecomposed : SdpaKernel::kKept);
     return InstrumentedModule{root, std::move(module), std::move(instrumentation)};
   } catch (const std::exception& e) {
     return Status::Corrupt(path + ": not a loadable TorchScript module: " + ClassifyError(e.what()).message);
@@ -290,9 +292,9 @@ StatusOr<std::unique_ptr<VideoModel>> LoadModelPackage(const std::string& dir, c
                                                        c10::Device device) {
   StatusOr<ModelManifest> manifest = ReadModelManifest(dir);
   if (!manifest.ok()) return manifest.status();
-  StatusOr<InstrumentedModule> denoiser = LoadInstrumented(dir, "denoiser");
+  StatusOr<InstrumentedModule> denoiser = LoadInstrumented(dir, "denoiser", policy);
   if (!denoiser.ok()) return denoiser.status();
-  StatusOr<InstrumentedModule> decoder = LoadInstrumented(dir, "decoder");
+  StatusOr<InstrumentedModule> decoder = LoadInstrumented(dir, "decoder", policy);
   if (!decoder.ok()) return decoder.status();
   // The contract in float32 on the CPU first; then the policy and the device.
   TorchScriptModel fp32(*manifest, std::move(*denoiser), std::move(*decoder), Fp32Policy(),
@@ -312,7 +314,7 @@ StatusOr<std::vector<PackageTensor>> ListPackageTensors(const std::string& dir, 
                                                         c10::Device device) {
   std::vector<PackageTensor> tensors;
   for (const char* root : {"denoiser", "decoder"}) {
-    StatusOr<InstrumentedModule> m = LoadInstrumented(dir, root);
+    StatusOr<InstrumentedModule> m = LoadInstrumented(dir, root, policy);
     if (!m.ok()) return m.status();
     ApplyPolicy(*m, policy, device);
     for (const auto& p : m->module.named_parameters(/*recurse=*/true))

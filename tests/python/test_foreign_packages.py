@@ -34,18 +34,6 @@ def table():
 TABLE = table()
 
 
-def layer_code_calls_sdpa():
-    """torch 2.0 on: a scripted nn.MultiheadAttention's own path computes the attention by
-    scaled_dot_product_attention, one op whose logits framegate does not round (a known
-    gap, docs/numerics.md); the traced layer is decomposed with its logits explicit."""
-    import torch
-    return tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 0)
-
-
-SDPA_GAP = ("LibTorch 2.x: the scripted layer's own path calls scaled_dot_product_attention, "
-            "whose logits stay inside one op")
-
-
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("foreign")
@@ -63,27 +51,22 @@ def test_each_policy_gets_its_expected_status(packages, tmp_path, name):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode in (0, 1), r.stderr
     cells = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
-    gap = name == "latte-nn-qk-overflow" and layer_code_calls_sdpa()
     for policy in POLICIES:
         cell = cells[policy]
-        if gap and policy == "fp16-emulated":
-            continue
         assert cell["status"] == row["expected"][policy], (policy, cell["reason"])
         if cell["status"] == "ERROR":
             assert cell["error_class"] == "dtype_mismatch", cell["reason"]
             assert cell["error_module"] == row["error_module"], cell["reason"]
         if cell["status"] == "NONFINITE":
             assert f"in {row['error_module']} (" in cell["reason"], cell["reason"]
-    if gap:
-        pytest.xfail(SDPA_GAP)
 
 
 def test_advice_for_the_qk_overflow_is_the_attention_module_alone(packages, tmp_path):
     """nn.MultiheadAttention returns a tuple: an island on it hands its float32 output back
     to FP16 through the tuple (it used to leak float32 on, and advise grew past the culprit
-    chasing the dtype errors that made: 12 runs, 8.8% of the weights)."""
-    if layer_code_calls_sdpa():
-        pytest.xfail(SDPA_GAP)
+    chasing the dtype errors that made: 12 runs, 8.8% of the weights). With torch 2.x the
+    layer's own path computes the attention by scaled_dot_product_attention, which framegate
+    computes by its math path's ops (logits explicit) under a policy without a backend."""
     common = ["--model", str(packages / "latte-nn-qk-overflow"), "--golden-dir", str(tmp_path),
               "--threads", "1"]
     made = subprocess.run([FRAMEGATE, "golden", "make", *common], capture_output=True, text=True, timeout=600)
