@@ -536,3 +536,121 @@ class TemporalDecoder(nn.Module):
         x = self.blend(s, v.transpose(1, 2).flatten(0, 1))
         y = self.conv_out(F.silu(self.n_out(x))).unflatten(0, (-1, self.frames)).transpose(1, 2)
         return torch.tanh(self.time_out(y))
+
+
+# --- Wan-style: complex RoPE in float64, RMSNorm and LayerNorm in float32, SDPA -------------
+# torch 2.x's F.scaled_dot_product_attention where it exists; torch 1.13's private op (the
+# same kernel, which also returns the weights) otherwise.
+if hasattr(F, "scaled_dot_product_attention"):
+    def sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return F.scaled_dot_product_attention(q, k, v)
+else:
+    def sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return F._scaled_dot_product_attention(q, k, v, None, 0.0, False, False)[0]
+
+
+def rope_freqs_3d(frames: int, h: int, w: int, hd: int) -> Tensor:
+    """Wan's rope_params per axis (torch.polar in float64), split d - 4(d//6), 2(d//6), 2(d//6)
+    over frames, rows and columns: complex128 [frames*h*w, hd/2]."""
+    def params(n: int, dim: int) -> Tensor:
+        f = torch.outer(torch.arange(n, dtype=torch.float64),
+                        1.0 / torch.pow(10000.0, torch.arange(0, dim, 2, dtype=torch.float64).div(dim)))
+        return torch.polar(torch.ones_like(f), f)
+    c = hd // 2
+    split = [c - 2 * (c // 3), c // 3, c // 3]
+    ft = params(frames, 2 * split[0])[:, None, None, :].expand(frames, h, w, split[0])
+    fh = params(h, 2 * split[1])[None, :, None, :].expand(frames, h, w, split[1])
+    fw = params(w, 2 * split[2])[None, None, :, :].expand(frames, h, w, split[2])
+    return torch.cat([ft, fh, fw], dim=-1).reshape(frames * h * w, c)
+
+
+def rope_apply(x: Tensor, freqs: Tensor) -> Tensor:  # x [B, L, heads, hd]
+    b, l, n, _ = x.shape
+    xc = torch.view_as_complex(x.to(torch.float64).reshape(b, l, n, -1, 2))
+    return torch.view_as_real(xc * freqs[None, :, None, :]).flatten(3).type_as(x)
+
+
+class WanRMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x.float() * torch.rsqrt(x.float().pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return y.type_as(x) * self.weight
+
+
+class WanLayerNorm(nn.LayerNorm):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__(dim, eps=eps, elementwise_affine=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x.float(), self.normalized_shape, None, None, self.eps).type_as(x)
+
+
+class WanAttention(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.hd = heads, dim // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+        self.norm_q, self.norm_k = WanRMSNorm(dim), WanRMSNorm(dim)
+
+    def forward(self, x: Tensor, ctx: Tensor, freqs: Tensor, rope: bool) -> Tensor:
+        b, s = x.shape[0], x.shape[1]
+        q = self.norm_q(self.q(x)).view(b, s, self.heads, self.hd)
+        k = self.norm_k(self.k(ctx)).view(b, ctx.shape[1], self.heads, self.hd)
+        v = self.v(ctx).view(b, ctx.shape[1], self.heads, self.hd)
+        if rope:
+            q, k = rope_apply(q, freqs), rope_apply(k, freqs)
+        out = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return self.o(out.transpose(1, 2).flatten(2))
+
+
+class WanBlock(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = WanLayerNorm(dim), WanLayerNorm(dim)
+        self.norm3 = nn.LayerNorm(dim, elementwise_affine=True)
+        self.self_attn, self.cross_attn = WanAttention(dim, heads), WanAttention(dim, heads)
+        self.ffn = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(approximate="tanh"), nn.Linear(2 * dim, dim))
+        self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim ** 0.5)
+
+    def forward(self, x: Tensor, e: Tensor, ctx: Tensor, freqs: Tensor) -> Tensor:
+        e0, e1, e2, e3, e4, e5 = (self.modulation + e).chunk(6, dim=1)
+        h = self.norm1(x) * (1 + e1) + e0
+        x = x + self.self_attn(h, h, freqs, True) * e2
+        x = x + self.cross_attn(self.norm3(x), ctx, freqs, False)
+        x = x + self.ffn(self.norm2(x) * (1 + e4) + e3) * e5
+        return x
+
+
+class WanDiT(nn.Module):
+    def __init__(self, geo: Tuple[int, int, int, int], cond: Tuple[int, int], dim: int, depth: int,
+                 heads: int, out_gain: float) -> None:
+        super().__init__()
+        c, t, h, w = geo
+        self.c, self.t, self.h, self.w = c, t, h, w
+        self.patch = nn.Conv3d(c, dim, (1, 2, 2), stride=(1, 2, 2))
+        self.text = nn.Sequential(nn.Linear(cond[1], dim), nn.GELU(approximate="tanh"), nn.Linear(dim, dim))
+        self.time = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+        self.time_projection = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
+        self.blocks = nn.ModuleList([WanBlock(dim, heads) for _ in range(depth)])
+        self.head_norm = WanLayerNorm(dim)
+        self.head_modulation = nn.Parameter(torch.randn(1, 2, dim) / dim ** 0.5)
+        self.head = nn.Linear(dim, c * 4)
+        self.dim, self.out_gain = dim, out_gain
+        self.freqs = rope_freqs_3d(t, h // 2, w // 2, dim // heads)  # a plain attribute, as Wan's
+
+    def forward(self, x: Tensor, t: Tensor, cond: Tensor) -> Tensor:
+        p = self.patch(x).flatten(2).transpose(1, 2)                 # [B, T*hw, D]
+        temb = self.time(timestep_embedding_f64(t, self.dim).type_as(p))
+        e = self.time_projection(temb).unflatten(1, (6, self.dim))   # [B, 6, D]
+        ctx = self.text(cond)
+        for block in self.blocks:
+            p = block(p, e, ctx, self.freqs)
+        shift, scale = (self.head_modulation + temb[:, None]).chunk(2, dim=1)
+        p = self.head(self.head_norm(p) * (1 + scale) + shift)       # [B, T*hw, C*4]
+        hh, ww = self.h // 2, self.w // 2
+        p = p.reshape(-1, self.t, hh, ww, self.c, 2, 2).permute(0, 4, 1, 2, 5, 3, 6)
+        return p.reshape(-1, self.c, self.t, self.h, self.w) * self.out_gain

@@ -9,16 +9,17 @@ verdicts on models its bounds were never fitted on and its emulation never saw.
 What differs from the zoo: PyTorch's default initialisation (no trained-like scales, no
 measured output gains: a hand-picked power of two on the denoisers whose latents would
 otherwise grow), eps predicted directly by three of them, the modules of foreign_modules.py
-(CogVideoX-, Open-Sora STDiT- and SVD-style designs, and a Latte-style one built from
+(CogVideoX-, Open-Sora STDiT-, SVD- and Wan-style designs, and a Latte-style one built from
 torch.nn's own transformer layers, which LibTorch runs by fused fast paths in inference; see
 its docstring for the idioms), and traced twins that call `.to(x.dtype)`. torch.jit.trace records that dtype as a constant
 (float32), so a traced twin feeds float32 into its time embedding's Linear under any 16-bit
 policy: a real run raises "mat1 and mat2 must have the same dtype" there, and so must
 framegate (ERROR dtype_mismatch in the module the table names). The scripted ones keep the
-dtype and must PASS every policy. One package has a planted defect: latte-nn-qk-overflow's
-attention logits overflow FP16 inside nn.TransformerEncoderLayer, so fp16-emulated must be
-NONFINITE there, scripted and traced (framegate computes the fused op by the layer's own ops
-to see them: pipelines/fused_layers.h).
+dtype and must PASS every policy (wan-traced is a twin whose trace bakes float32 in through
+`.type_as` of a `.float()`). Two designs have a planted defect: latte-nn-qk-overflow's
+attention logits overflow FP16 inside nn.TransformerEncoderLayer, wan-qk-overflow's inside
+scaled_dot_product_attention, so fp16-emulated must be NONFINITE there (framegate computes
+the fused ops by their own ops to see them: pipelines/fused_layers.h).
 
 Run them through bench/zoo_sweep.py (--zoo OUT_DIR) for every seed;
 tests/python/test_foreign_packages.py checks seed 0.
@@ -81,6 +82,10 @@ def _latte(g, c):
     return lambda k: fm.LatteNN(g, c, 32, 2, 4, k)
 
 
+def _wan(g, c):
+    return lambda k: fm.WanDiT(g, c, 48, 3, 4, k)
+
+
 QK_GAIN = 200.0  # latte-nn-qk-overflow: logits up to ~1e5, past FP16's 65504
 
 
@@ -92,6 +97,14 @@ def _plant_qk(den: nn.Module) -> None:
 
 
 QK_OVERFLOW = dict(ALL_PASS, **{"fp16-emulated": "NONFINITE"})
+
+
+def _plant_wan_qk(den: nn.Module) -> None:
+    """blocks.1.self_attn's q and k RMSNorm weights x200: logits past FP16's range inside SDPA."""
+    attn = den.blocks[1].self_attn
+    with torch.no_grad():
+        attn.norm_q.weight *= QK_GAIN
+        attn.norm_k.weight *= QK_GAIN
 
 
 PACKAGES: List[Foreign] = [
@@ -136,6 +149,21 @@ PACKAGES: List[Foreign] = [
     Foreign("latte-nn-qk-overflow-traced", "the same, traced as latte-nn-traced is", True,
             (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _latte((4, 4, 8, 8), (6, 32)),
             lambda: fm.SDVAEDecoder(4, 32, 4), QK_OVERFLOW, "denoiser.blocks.1.spatial", _plant_qk),
+    Foreign("wan", "Wan-style DiT: Conv3d patches, 3D RoPE as complex float64 (torch.polar, "
+            "view_as_complex), RMSNorm and LayerNorm in float32 with type_as, attention by "
+            "scaled_dot_product_attention (1.13: its private op), a float64 timestep sinusoid, a "
+            "6-way modulation parameter; causal Conv3d decoder", False,
+            (4, 4, 8, 8), (6, 32), ("euler", 10, 5.0), _wan((4, 4, 8, 8), (6, 32)),
+            lambda: fm.CogDecoder(4, 32), dict(ALL_PASS)),
+    Foreign("wan-traced", "the same, traced, DDIM 10 steps: the trace of `x.float()` on a float32 "
+            "x is x itself, so the float32 norms' `.type_as(x)` records the float32 value and every "
+            "norm hands float32 on (a real bf16 run raises in the first attention's q)", True,
+            (4, 4, 8, 8), (6, 32), ("ddim", 10, 5.0), _wan((4, 4, 8, 8), (6, 32)),
+            lambda: fm.CogDecoder(4, 32), dict(BAKED_DTYPE), "denoiser.blocks.0.self_attn.q"),
+    Foreign("wan-qk-overflow", "wan with blocks.1.self_attn's q and k RMSNorm weights x200: "
+            "attention logits past FP16's range inside scaled_dot_product_attention", False,
+            (4, 4, 8, 8), (6, 32), ("euler", 10, 5.0), _wan((4, 4, 8, 8), (6, 32)),
+            lambda: fm.CogDecoder(4, 32), QK_OVERFLOW, "denoiser.blocks.1.self_attn", _plant_wan_qk),
 ]
 BY_NAME = {p.name: p for p in PACKAGES}
 

@@ -1,9 +1,10 @@
 """The foreign packages (pipelines/examples/make_foreign_packages.py: designs, idioms and
 initialisation the zoo and the default bounds never saw) through the real `framegate check`,
-seed 0, every policy: the scripted ones PASS everywhere; the traced twins, whose trace baked
-float32 into a `.to(x.dtype)`, are ERROR dtype_mismatch in the module a real run raises in;
-the planted one is NONFINITE under fp16-emulated in the module whose attention logits overflow,
-inside an nn.TransformerEncoderLayer whose fused fast path would hide them.
+seed 0, every policy: the clean ones PASS everywhere; the traced twins whose trace baked
+float32 in (a `.to(x.dtype)`, a `.type_as` of a `.float()`) are ERROR dtype_mismatch in the
+module a real run raises in; the planted ones are NONFINITE under fp16-emulated in the module
+whose attention logits overflow, inside an nn.TransformerEncoderLayer whose fused fast path
+would hide them, or inside scaled_dot_product_attention.
 
 These packages found three wrong verdicts that the zoo did not: a BF16 ConvTranspose2d left
 to LibTorch 1.13's CPU kernel (a wrong shape, then exit 2 for the whole check), a shape
