@@ -103,6 +103,8 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
   }
   if (site.kind == GraphSite::Kind::kOp) {
     if (policy_.emulate_fp16) would_be_.AddInput(site, input_index, value);
+    if (input_index == kListElementInput && site.op == "aten::einsum")
+      return EinsumOperand(path, site, value);
     if (input_index < 0) return value;  // a list element or a dtype source
     if (site.weight_input >= 0 && (mismatch_log_ != nullptr || policy_.emulate_fp16) && value.defined() &&
         value.is_floating_point()) {
@@ -156,6 +158,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
       if (widening_.widened && IsFloat32(out)) out = out.to(accumulation_.widened);
       widening_ = Widening{};
     }
+    if (einsum_.site == &site) einsum_ = EinsumCall{};
     if (matmul_.site == &site) out = EmulateAccumulation(path, site, out);
     if (policy_.emulate_fp16 && out.defined() && out.is_floating_point()) {
       const c10::ScalarType would_be = would_be_.OutputDtype(site);
@@ -211,6 +214,34 @@ at::Tensor PackageObserver::Widen(const GraphSite& site, int input_index, const 
   }
   widening_.other = true;
   return value;
+}
+
+at::Tensor PackageObserver::EinsumOperand(const std::string& path, const GraphSite& site,
+                                          const at::Tensor& value) {
+  if (!value.defined() || !value.is_floating_point()) return value;
+  const c10::ScalarType dtype = RunDtypeOf(value);
+  if (einsum_.site != &site) {
+    einsum_ = EinsumCall{&site, dtype};
+  } else if (dtype != einsum_.first) {
+    const c10::ScalarType first = einsum_.first;
+    const bool widened = widening_.site == &site && widening_.widened;
+    einsum_ = EinsumCall{};
+    widening_ = Widening{};
+    if (mismatch_log_ != nullptr) mismatch_log_->push_back({path + " (" + site.op + ")", first, dtype});
+    if (policy_.emulate_fp16) throw std::runtime_error(EmulatedDtypeErrorText(site.op, first, dtype));
+    if (widened) {  // the first operand is float32 now: raise what the op would have
+      at::einsum("i,i->i", {at::zeros({1}, at::TensorOptions().dtype(first)),
+                            at::zeros({1}, at::TensorOptions().dtype(dtype))});
+    }
+    return value;
+  }
+  if (accumulation_.widened == c10::ScalarType::Undefined || value.scalar_type() != accumulation_.widened ||
+      policy_.InFp32Module(path)) {
+    return value;
+  }
+  if (widening_.site != &site) widening_ = Widening{&site};
+  widening_.widened = true;
+  return value.to(at::kFloat);
 }
 
 at::Tensor PackageObserver::EnterRoot(const std::string& root, const at::Tensor& value, bool float32_input) {

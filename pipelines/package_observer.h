@@ -115,10 +115,20 @@ class PackageObserver : public GraphObserver {
   };
   at::Tensor Widen(const GraphSite& site, int input_index, const at::Tensor& value);
 
+  // aten::einsum's operands come as a list, hooked in order where it is built: operands
+  // of two (run) dtypes raise what the real op raises (audited like a weighted op's), and
+  // BF16 ones are widened like a matmul's. `first`: the dtype of the call's first operand.
+  struct EinsumCall {
+    const GraphSite* site = nullptr;
+    c10::ScalarType first = c10::ScalarType::Undefined;
+  };
+  at::Tensor EinsumOperand(const std::string& path, const GraphSite& site, const at::Tensor& value);
+
   DtypePolicy policy_;
   AccumulationEmulation accumulation_;
   MatmulOperands matmul_;
   Widening widening_;
+  EinsumCall einsum_;
   int step_ = 0;
   ModuleObserver observer_;
   std::vector<DtypeMismatch>* mismatch_log_ = nullptr;

@@ -165,6 +165,23 @@ def forward(self, t, x):
   EXPECT_EQ(m.instrumentation->last_op(), "aten::baddbmm");
 }
 
+// einsum takes its operands as a list: a float32 one beside an FP16 weight raises what a
+// real FP16 run raises ("expected scalar type Float but found Half"), and an FP16 pair
+// computes.
+TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToAnEinsumWithAnFp16Weight) {
+  const std::string source = R"JIT(
+def forward(self, t, x):
+    emb = torch.sin(t.float()[:, None] * torch.ones(4))
+    return torch.einsum("bi,ij->bj", emb if bool(t[0] > 0.0) else x, self.w)
+)JIT";
+  Emulated m(source);
+  const std::string error = m.ErrorOf({torch::full({1}, 3.0), torch::ones({1, 4})}, 0);
+  EXPECT_NE(error.find("expected scalar type Float but found Half"), std::string::npos) << error;
+  EXPECT_EQ(m.instrumentation->last_op(), "aten::einsum");
+  Emulated fp16_pair(source);
+  EXPECT_EQ(fp16_pair.ErrorOf({torch::full({1}, -3.0), torch::ones({1, 4})}, 0), "");
+}
+
 // Where this CPU's kernels sum BF16 products in BF16 (4096 products of 1 sum to 256),
 // addmm with a weight is computed in FP32 from the same BF16 values, as linear is.
 TEST(PackageObserverTest, Bf16AddmmIsWidenedWhereTheCpuSumsInBf16) {
@@ -179,6 +196,22 @@ def forward(self, b, x):
     return torch.addmm(b, x, self.w)
 )JIT");
   const at::Tensor y = ForwardUnderBf16(module, {torch::zeros({1, 1}).to(at::kBFloat16), ones.t()});
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(y.item<float>(), 4096.0f);
+}
+
+TEST(PackageObserverTest, Bf16EinsumIsWidenedWhereTheCpuSumsInBf16) {
+  if (AccumulationOf(Bf16(), /*on_cpu=*/true).widened != at::kBFloat16) {
+    GTEST_SKIP() << "this CPU sums BF16 products in FP32";
+  }
+  jit::Module module{"M"};
+  const at::Tensor ones = torch::ones({4096, 1}).to(at::kBFloat16);
+  module.register_parameter("w", ones, /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    return torch.einsum("bi,ij->bj", x, self.w)
+)JIT");
+  const at::Tensor y = ForwardUnderBf16(module, {ones.t()});
   EXPECT_EQ(y.scalar_type(), at::kBFloat16);
   EXPECT_EQ(y.item<float>(), 4096.0f);
 }

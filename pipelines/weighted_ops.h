@@ -6,7 +6,7 @@
 // Positions are those of the op's schema: linear and the convolutions take
 // (input, weight, bias, ...), matmul/mm/bmm (self, other), addmm and baddbmm
 // (self = bias, mat1, mat2, beta, alpha). Not listed: einsum, whose operands come as a
-// list (a parameter fed to an einsum is neither audited nor widened).
+// list; the package observer audits and widens them itself (PackageObserver::EinsumOperand).
 #pragma once
 
 #include <string>
