@@ -53,6 +53,12 @@ void RaiseMixedOperandError(const std::string& op, const WeightedOp& weighted, i
   }
 }
 
+// aten::empty and its kin: an output whose values are whatever the allocator held.
+bool AllocatesUninitialised(const std::string& op) {
+  return op == "aten::empty" || op == "aten::empty_like" || op == "aten::new_empty" ||
+         op == "aten::empty_strided" || op == "aten::new_empty_strided";
+}
+
 }  // namespace
 
 std::string JoinModulePath(const std::string& path, const std::string& callee) {
@@ -169,7 +175,9 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
       makers_.Put(out, OpIslandEntry(path, site.op));
     }
   }
-  if (observer_ && out.defined() && out.is_floating_point()) {
+  // An uninitialised allocation (diffusers' baddbmm(torch.empty(..), q, k, beta=0)) holds
+  // whatever memory it got, NaN included: not a value the model computed.
+  if (observer_ && out.defined() && out.is_floating_point() && !AllocatesUninitialised(site.op)) {
     const char* op = site.kind == GraphSite::Kind::kOp ? site.op.c_str() : "";
     observer_(ModuleOutput{path, ModuleKind::kOther, step_, out, op});
   }

@@ -23,7 +23,8 @@
 //     convolution's weight operand) whose input dtype differs from the weight's, by
 //     module path;
 //   - the ModuleObserver (NaN localisation, probes, SQNR) sees every module output and
-//     every op output, named by module path and op;
+//     every op output, named by module path and op, but an uninitialised allocation's
+//     (aten::empty and its kin: whatever memory it got, NaN included);
 //   - with FP32 islands: which op made each value that enters an island from outside
 //     (TakeIslandInputMakers), for the advisor.
 // Not thread-safe; one per model.

@@ -3,6 +3,7 @@
 // be FP16 (AddParameter), as LoadModelPackage does after placing them.
 #include "pipelines/package_observer.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -236,6 +237,21 @@ def forward(self, x):
       at::conv_transpose2d(x.to(at::kFloat), weight.to(at::kFloat), {}, 2, 1).to(at::kBFloat16);
   ASSERT_EQ(y.sizes(), expected.sizes());
   EXPECT_TRUE(torch::equal(y, expected));
+}
+
+// diffusers computes attention scores as baddbmm(torch.empty(..), q, k, beta=0): the empty
+// tensor holds whatever memory it got (NaN included), which NaN localisation must not see.
+TEST(PackageObserverTest, TheModuleObserverDoesNotSeeUninitialisedAllocations) {
+  Emulated m(R"JIT(
+def forward(self, x):
+    scores = torch.empty([1, 2, 2], dtype=x.dtype)
+    return torch.baddbmm(scores, x, x.transpose(1, 2), beta=0.0, alpha=0.5)
+)JIT");
+  std::vector<std::string> ops;
+  m.observer.set_observer([&](const ModuleOutput& out) { ops.push_back(out.op); });
+  m.Forward({torch::ones({1, 2, 3})});
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "aten::baddbmm"), ops.end());
+  EXPECT_EQ(std::find(ops.begin(), ops.end(), "aten::empty"), ops.end());
 }
 
 // x.float() of an FP16 activation is a new float32 tensor: x itself stays FP16.
