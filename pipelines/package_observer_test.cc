@@ -183,38 +183,29 @@ def forward(self, t, x):
   EXPECT_EQ(fp16_pair.ErrorOf({torch::full({1}, -3.0), torch::ones({1, 4})}, 0), "");
 }
 
-// Where this CPU's kernels sum BF16 products in BF16 (4096 products of 1 sum to 256),
-// addmm with a weight is computed in FP32 from the same BF16 values, as linear is.
-TEST(PackageObserverTest, Bf16AddmmIsWidenedWhereTheCpuSumsInBf16) {
-  if (AccumulationOf(Bf16(), /*on_cpu=*/true).widened != at::kBFloat16) {
-    GTEST_SKIP() << "this CPU sums BF16 products in FP32";
-  }
+// forward(b, x) of a module whose weight `w` is 4096 x 1 BF16 ones, under Bf16(), with x
+// [1, 4096] BF16 ones and b a BF16 zero: 4096 where the products are summed in FP32, 256
+// where in BF16.
+at::Tensor SumOf4096Bf16Ones(const std::string& source) {
   jit::Module module{"M"};
   const at::Tensor ones = torch::ones({4096, 1}).to(at::kBFloat16);
   module.register_parameter("w", ones, /*is_buffer=*/false);
-  module.define(R"JIT(
-def forward(self, b, x):
-    return torch.addmm(b, x, self.w)
-)JIT");
-  const at::Tensor y = ForwardUnderBf16(module, {torch::zeros({1, 1}).to(at::kBFloat16), ones.t()});
-  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
-  EXPECT_EQ(y.item<float>(), 4096.0f);
+  module.define(source);
+  return ForwardUnderBf16(module, {torch::zeros({1, 1}).to(at::kBFloat16), ones.t()});
 }
 
-TEST(PackageObserverTest, Bf16EinsumIsWidenedWhereTheCpuSumsInBf16) {
+// Where this CPU's kernels sum BF16 products in BF16 (4096 products of 1 sum to 256),
+// addmm and einsum with a weight are computed in FP32 from the same BF16 values, as linear
+// is.
+TEST(PackageObserverTest, Bf16AddmmAndEinsumAreWidenedWhereTheCpuSumsInBf16) {
   if (AccumulationOf(Bf16(), /*on_cpu=*/true).widened != at::kBFloat16) {
     GTEST_SKIP() << "this CPU sums BF16 products in FP32";
   }
-  jit::Module module{"M"};
-  const at::Tensor ones = torch::ones({4096, 1}).to(at::kBFloat16);
-  module.register_parameter("w", ones, /*is_buffer=*/false);
-  module.define(R"JIT(
-def forward(self, x):
-    return torch.einsum("bi,ij->bj", x, self.w)
-)JIT");
-  const at::Tensor y = ForwardUnderBf16(module, {ones.t()});
-  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
-  EXPECT_EQ(y.item<float>(), 4096.0f);
+  for (const char* product : {"torch.addmm(b, x, self.w)", "torch.einsum(\"bi,ij->bj\", x, self.w)"}) {
+    const at::Tensor y = SumOf4096Bf16Ones(std::string("def forward(self, b, x):\n    return ") + product);
+    EXPECT_EQ(y.scalar_type(), at::kBFloat16) << product;
+    EXPECT_EQ(y.item<float>(), 4096.0f) << product;
+  }
 }
 
 // Where this CPU's kernels sum BF16 products in BF16, a BF16 transposed convolution is
