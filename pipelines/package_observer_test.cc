@@ -202,7 +202,8 @@ TEST(PackageObserverTest, Bf16AddmmAndEinsumAreWidenedWhereTheCpuSumsInBf16) {
     GTEST_SKIP() << "this CPU sums BF16 products in FP32";
   }
   for (const char* product : {"torch.addmm(b, x, self.w)", "torch.einsum(\"bi,ij->bj\", x, self.w)"}) {
-    const at::Tensor y = SumOf4096Bf16Ones(std::string("def forward(self, b, x):\n    return ") + product);
+    const at::Tensor y =
+        SumOf4096Bf16Ones(std::string("def forward(self, b, x):\n    return ") + product + "\n");
     EXPECT_EQ(y.scalar_type(), at::kBFloat16) << product;
     EXPECT_EQ(y.item<float>(), 4096.0f) << product;
   }
