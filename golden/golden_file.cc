@@ -1,5 +1,7 @@
 #include "golden/golden_file.h"
 
+#include <unistd.h>
+
 #include <ATen/ATen.h>
 
 #include <cstdio>
@@ -77,7 +79,7 @@ Status WriteGolden(const std::string& path, const Golden& golden) {
     header["trajectory"] = TensorEntry(trajectory, frames_bytes + static_cast<uint64_t>(latents.numel()) * 4);
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // safetensors pads the header to 8 bytes
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());  // one per writing process
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return Status::IoError(tmp + ": cannot open for writing");

@@ -8,6 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "harness/build_info.h"
@@ -18,6 +22,29 @@
 
 namespace framegate {
 namespace {
+
+// An exclusive lock on DIR/MANIFEST.json.lock for one read-modify-write of the manifest:
+// processes making goldens into one folder at once (a sweep's jobs, per-seed CI jobs)
+// would otherwise each write the manifest they read, losing the others' entries.
+class ManifestLock {
+ public:
+  explicit ManifestLock(const std::string& path)
+      : fd_(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~ManifestLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  ManifestLock(const ManifestLock&) = delete;
+  ManifestLock& operator=(const ManifestLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
 
 using nlohmann::json;
 
@@ -173,13 +200,15 @@ StatusOr<std::vector<GoldenStore::Entry>> GoldenStore::List() const {
 }
 
 Status GoldenStore::AddToManifest(const Entry& entry) const {
+  const ManifestLock lock(ManifestPath() + ".lock");
+  if (!lock.held()) return Status::IoError(ManifestPath() + ".lock: cannot lock the manifest");
   StatusOr<std::vector<Entry>> entries = List();
   if (!entries.ok()) return entries.status();
   json goldens = json::object();
   for (const Entry& e : *entries) goldens[e.file] = EntryToJson(e);
   goldens[entry.file] = EntryToJson(entry);
   const json manifest = {{"format_version", kGoldenFormatVersion}, {"goldens", goldens}};
-  const std::string tmp = ManifestPath() + ".tmp";
+  const std::string tmp = ManifestPath() + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << manifest.dump(2) << "\n";

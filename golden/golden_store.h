@@ -51,7 +51,8 @@ class GoldenStore {
   std::string PathFor(const GoldenKey& key) const { return dir_ + "/" + key.FileName(); }
 
   // Runs `spec` in FP32 on spec.device (the reference device), writes the golden and
-  // its manifest entry. InvalidInput for a non-FP32 policy;
+  // its manifest entry (under a lock on the manifest: processes may make goldens into one
+  // folder at once). InvalidInput for a non-FP32 policy;
   // Internal when the FP32 run itself fails or is not finite. Returns the file's path.
   StatusOr<std::string> Make(const PipelineSpec& spec, const std::string& command) const;
 

@@ -1,4 +1,5 @@
-"""The store under real concurrent processes and a real SIGKILL.
+"""The stores under real concurrent processes and a real SIGKILL: the results database, and
+a golden folder that several `framegate golden make` write into at once.
 
 Writers are `framegate db test-write` (a hidden, test-only subcommand): it records synthetic
 cells through ResultStore, one transaction per cell as the runner does, and prints
@@ -87,3 +88,25 @@ def test_sigkill_mid_write_keeps_every_committed_cell_and_resume_completes(tmp_p
     assert resumed.stdout.count("recorded ") == total - len(stored)  # finished cells skipped
     assert query(db, "SELECT count(*), count(DISTINCT cell_id) FROM cells") == [(total, total)]
     assert query(db, "SELECT state FROM runs WHERE run_id = 'night'") == [("finished",)]
+
+
+def test_four_processes_making_goldens_in_one_folder_lose_none(tmp_path):
+    """A sweep's jobs and per-seed CI jobs make goldens into one folder at once: each adds its
+    entry to MANIFEST.json, which used to be read and rewritten unlocked through one shared
+    temporary file (an entry lost, or "MANIFEST.json: No such file or directory")."""
+    goldens = tmp_path / "goldens"
+    procs = [subprocess.Popen([FRAMEGATE, "golden", "make", "--size", "tiny", "--steps", "2", "--threads", "1",
+                               "--seed", str(seed), "--golden-dir", str(goldens)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for seed in range(4)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err
+    listed = subprocess.run([FRAMEGATE, "golden", "list", "--golden-dir", str(goldens)],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert sum("seed" in line and ".safetensors" in line for line in listed.stdout.splitlines()) == 4, listed.stdout
+    verified = subprocess.run([FRAMEGATE, "golden", "check", "--golden-dir", str(goldens)],
+                              capture_output=True, text=True, timeout=60)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert not list(goldens.glob("*.tmp*"))
