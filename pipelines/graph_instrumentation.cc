@@ -200,7 +200,7 @@ NodePlan PlanModuleCall(jit::Node* call, const jit::Value* self) {
   for (size_t i = 0; i < call->outputs().size(); ++i) {
     if (IsTensor(call->output(i))) plan.outputs.push_back(i);
     const auto tuple = call->output(i)->type()->cast<c10::TupleType>();
-    if (!tuple || tuple->schema() != nullptr) continue;  // a NamedTuple keeps its type: left
+    if (!tuple) continue;
     NodePlan::TupleOutput hooked{i, {}};
     for (size_t j = 0; j < tuple->elements().size(); ++j) {
       if (tuple->elements()[j]->kind() == c10::TypeKind::TensorType) hooked.tensor_elements.push_back(j);
@@ -464,7 +464,9 @@ jit::Node* InsertAfters(const NodePlan& plan, int site, SiteTable& table) {
       last = call;
       elements[j] = call->output();
     }
-    jit::Node* pack = graph.createTuple(elements);
+    const c10::TupleTypePtr type = tuple->type()->expect<c10::TupleType>();
+    jit::Node* pack =
+        graph.createTuple(elements, type->schema() ? type : nullptr);  // a NamedTuple keeps its type
     pack->insertAfter(last);
     last = pack;
     tuple->replaceAllUsesWith(pack->output());

@@ -16,9 +16,14 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  or BF16 (2^-2) loses h, and the norm's cancellation shows it. The norm in
                  FP32 alone still takes the rounded sum: its parent's own ops
                  ("denoiser:*") must hand it over in FP32, not the whole denoiser.
+  named-tuple    the logits of root-logits inside denoiser.attn, a submodule that returns a
+                 NamedTuple (sample, weights), as model code written for diffusers-style
+                 outputs does: an island on it must hand its sample back to FP16 through
+                 the NamedTuple.
 """
 import os
 import sys
+from typing import NamedTuple
 
 if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
     os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
@@ -98,6 +103,41 @@ class RootLogitsDenoiser(nn.Module):
         return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
 
 
+class AttnOut(NamedTuple):
+    sample: torch.Tensor
+    weights: torch.Tensor
+
+
+class LogitsAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.to_q = nn.Linear(4, 4)
+        self.to_k = nn.Linear(8, 4)
+        self.to_v = nn.Linear(8, 4)
+        with torch.no_grad():
+            self.to_q.weight.mul_(300.0)
+            self.to_k.weight.mul_(300.0)
+            self.to_q.bias.fill_(100.0)
+            self.to_k.bias.fill_(100.0)
+
+    def forward(self, tokens, cond) -> AttnOut:
+        probs = torch.softmax(torch.matmul(self.to_q(tokens), self.to_k(cond).transpose(1, 2)), -1)
+        return AttnOut(torch.matmul(probs, self.to_v(cond)), probs)
+
+
+class NamedTupleDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = LogitsAttention()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, t, cond):
+        b, c, f, hh, ww = x.shape
+        tokens = x.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, c)
+        out = self.proj(self.attn(tokens, cond).sample) * 0.01 + tokens * 0.1
+        return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
+
+
 class DriftNormDenoiser(nn.Module):
     def __init__(self):
         super().__init__()
@@ -141,6 +181,8 @@ def main():
     write(out_dir, "root-logits", RootLogitsDenoiser())
     torch.manual_seed(11)
     write(out_dir, "drift-norm", DriftNormDenoiser())
+    torch.manual_seed(5)
+    write(out_dir, "named-tuple", NamedTupleDenoiser())
 
 
 if __name__ == "__main__":

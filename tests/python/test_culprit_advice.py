@@ -7,7 +7,8 @@ two packages whose culprit is smaller than the module where the damage shows
   islands ("denoiser:aten::matmul"), not by "*" or the whole denoiser, and the policy it
   prints, pasted into a matrix, passes; a norm fed an offset its parent adds gets the op
   that adds it ("denoiser:aten::add"), not the parent;
-- an op island on a scripted norm casts the norm's weight with its input."""
+- an op island on a scripted norm casts the norm's weight with its input;
+- an island on a submodule that returns a NamedTuple hands the tensors in it back."""
 import json
 import os
 import pathlib
@@ -31,7 +32,7 @@ def run(*args, cwd=None):
 def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
-    for name in ("cancel-shift", "root-logits", "drift-norm"):
+    for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -144,3 +145,19 @@ def test_an_op_island_on_a_scripted_norm_casts_its_weight_with_its_input(package
     assert cells["bf16"]["producer"]["predicted_error"] == 2 ** -8, r.stdout
     assert cells["norm-op"]["producer"]["module"] == "denoiser.norm", r.stdout
     assert cells["norm-op"]["producer"]["predicted_error"] == 2 ** -24, r.stdout
+
+
+def test_an_island_on_a_submodule_returning_a_named_tuple_hands_its_tensors_back(packages, tmp_path):
+    """denoiser.attn returns AttnOut(sample, weights): its float32 sample must go back to the
+    compute dtype through the NamedTuple, or the next Linear raises a dtype error that no real
+    run with that module in FP32 raises."""
+    policies = tmp_path / "island.toml"
+    policies.write_text('[policy.attn-fp32]\nbased_on = "fp16-emulated"\nfp32_modules = ["denoiser.attn"]\n')
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "named-tuple", "--policy-file", policies, "--policy",
+            "fp16-emulated,attn-fp32", "--golden-dir", packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    cells = {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
+    assert cells["fp16-emulated"]["status"] == "NONFINITE", cells["fp16-emulated"]["reason"]
+    assert "in denoiser.attn (" in cells["fp16-emulated"]["reason"]
+    assert cells["attn-fp32"]["status"] == "PASS", cells["attn-fp32"]["reason"]
