@@ -20,7 +20,8 @@
 //   Before(caller path) for each tensor input, in input order
 //   push the callee's path                          (enter_module; also without tensor inputs)
 //   ... the callee's body runs under the callee's path ...
-//   After(callee path) for each tensor output, in output order
+//   After(callee path) for each tensor output, in output order, then for each tensor in a
+//     tuple or NamedTuple output (unpacked, then packed again into its own type)
 //   pop                                             (exit_module; also without tensor outputs)
 // After an exception the stack is left as it was at the throw, so it still names the
 // module (and `last_op` the op) where the exception was raised.
