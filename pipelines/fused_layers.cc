@@ -169,23 +169,22 @@ bool Steer(jit::Node* fused) {
 }
 
 // The values `fused` gives the arguments of its decomposition, matched by name; an
-// argument `fused` lacks takes the decomposition's default. Empty when some argument of
-// `fused` has no counterpart (a newer schema) or one has neither value nor default.
+// argument `fused` lacks takes the decomposition's default (a constant inserted at the
+// insertion point). Empty, with nothing inserted, when some argument of `fused` has no
+// counterpart (a newer schema) or one has neither value nor default.
 std::vector<jit::Value*> DecompositionInputs(jit::Node* fused, const c10::FunctionSchema& decomposition) {
   const c10::FunctionSchema& schema = fused->schema();
   for (const c10::Argument& argument : schema.arguments()) {
     if (!decomposition.argumentIndexWithName(argument.name())) return {};
   }
+  for (const c10::Argument& argument : decomposition.arguments()) {
+    if (!schema.argumentIndexWithName(argument.name()) && !argument.default_value()) return {};
+  }
   std::vector<jit::Value*> inputs;
   for (const c10::Argument& argument : decomposition.arguments()) {
     const c10::optional<int> index = schema.argumentIndexWithName(argument.name());
-    if (index) {
-      inputs.push_back(fused->input(static_cast<size_t>(*index)));
-    } else if (argument.default_value()) {
-      inputs.push_back(fused->owningGraph()->insertConstant(*argument.default_value()));
-    } else {
-      return {};
-    }
+    inputs.push_back(index ? fused->input(static_cast<size_t>(*index))
+                           : fused->owningGraph()->insertConstant(*argument.default_value()));
   }
   return inputs;
 }
@@ -202,7 +201,7 @@ bool Decompose(jit::Node* fused, const FusedOp& entry) {
   jit::WithInsertPoint at_fused(fused);
   const std::vector<jit::Value*> inputs =
       DecompositionInputs(fused, Decompositions().get_function(entry.function).getSchema());
-  if (inputs.size() != decomposition->inputs().size()) return false;
+  if (inputs.empty()) return false;
   const std::vector<jit::Value*> outputs = jit::insertGraph(*fused->owningGraph(), *decomposition, inputs);
   for (size_t i = 0; i < outputs.size(); ++i) fused->output(i)->replaceAllUsesWith(outputs[i]);
   fused->destroy();
