@@ -56,6 +56,11 @@ class PackageObserver : public GraphObserver {
   void BeginForward() {
     would_be_.ClearActivations();
     makers_.clear();
+    // An op that raised in the last forward left its operands here.
+    matmul_ = MatmulOperands{};
+    widening_ = Widening{};
+    einsum_ = EinsumCall{};
+    pending_ = PendingOp{};
   }
   // The ops (as op island entries, "decoder.out_mix:aten::add") outside any island whose
   // outputs (or views or copies of them) entered an FP32 module island from a caller
