@@ -243,8 +243,7 @@ at::Tensor PackageObserver::EinsumOperand(const std::string& path, const GraphSi
     }
     return value;
   }
-  if (accumulation_.widened == c10::ScalarType::Undefined || value.scalar_type() != accumulation_.widened ||
-      policy_.InFp32Module(path)) {
+  if (accumulation_.widened == c10::ScalarType::Undefined || value.scalar_type() != accumulation_.widened) {
     return value;
   }
   if (widening_.site != &site) widening_ = Widening{&site};
