@@ -79,18 +79,24 @@ class CancelDenoiser(nn.Module):
         return self.conv_out(h)
 
 
+def add_overflowing_projections(module):
+    """to_q, to_k, to_v on `module`: q and k weights x300, biases 100, so that q k^T is about
+    3e5 (finite in FP32 and BF16, Inf in FP16)."""
+    module.to_q = nn.Linear(4, 4)
+    module.to_k = nn.Linear(8, 4)
+    module.to_v = nn.Linear(8, 4)
+    with torch.no_grad():
+        module.to_q.weight.mul_(300.0)
+        module.to_k.weight.mul_(300.0)
+        module.to_q.bias.fill_(100.0)
+        module.to_k.bias.fill_(100.0)
+
+
 class RootLogitsDenoiser(nn.Module):
     def __init__(self):
         super().__init__()
-        self.to_q = nn.Linear(4, 4)
-        self.to_k = nn.Linear(8, 4)
-        self.to_v = nn.Linear(8, 4)
+        add_overflowing_projections(self)
         self.proj = nn.Linear(4, 4)
-        with torch.no_grad():
-            self.to_q.weight.mul_(300.0)
-            self.to_k.weight.mul_(300.0)
-            self.to_q.bias.fill_(100.0)
-            self.to_k.bias.fill_(100.0)
 
     def forward(self, x, t, cond):
         b, c, f, hh, ww = x.shape
@@ -111,14 +117,7 @@ class AttnOut(NamedTuple):
 class LogitsAttention(nn.Module):
     def __init__(self):
         super().__init__()
-        self.to_q = nn.Linear(4, 4)
-        self.to_k = nn.Linear(8, 4)
-        self.to_v = nn.Linear(8, 4)
-        with torch.no_grad():
-            self.to_q.weight.mul_(300.0)
-            self.to_k.weight.mul_(300.0)
-            self.to_q.bias.fill_(100.0)
-            self.to_k.bias.fill_(100.0)
+        add_overflowing_projections(self)
 
     def forward(self, tokens, cond) -> AttnOut:
         probs = torch.softmax(torch.matmul(self.to_q(tokens), self.to_k(cond).transpose(1, 2)), -1)
