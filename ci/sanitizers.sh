@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (CMake preset
-# asan-ubsan, build-asan/) and runs them (`ctest -L unit`). Any ASan report or UBSan
+# asan-ubsan, build-asan/) and runs them (`ctest -L unit`, less the four slow ones the
+# preset excludes: docs/fuzzing.md). Any ASan report or UBSan
 # runtime error fails the test that hit it. Leak detection is off: LibTorch (not
 # instrumented) keeps global allocations until exit. docs/fuzzing.md.
 # Usage: ci/sanitizers.sh [CTEST_TIMEOUT_SECONDS]
