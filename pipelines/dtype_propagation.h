@@ -5,7 +5,8 @@
 // Values are known by their storage, so a view (x.view, x[:, None], x.transpose) shares
 // its base's dtype, as in a real run. A copy made by an op that is not hooked (reshape of
 // a non-contiguous tensor) is not known: it is taken to be in the reduced dtype. The rules, PyTorch's:
-//   - parameters and buffers: the reduced dtype, float32 inside an FP32 island;
+//   - parameters and buffers: the reduced dtype, float32 inside an FP32 island; a module's
+//     plain tensor attribute (module.to(dtype) leaves it): its own dtype;
 //   - an op with a `dtype` argument: that dtype (a constant such as t.float() or
 //     arange(dtype=float32)), or the would-be dtype of the tensor it is read from
 //     (x.to(like.dtype)); x.type_as(like) and x.to(like) take like's;

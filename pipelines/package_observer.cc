@@ -71,6 +71,11 @@ void PackageObserver::AddParameter(const std::string& module_path, const at::Ten
   would_be_.SetParameter(value, policy_.InFp32Module(module_path) ? at::kFloat : would_be_.reduced());
 }
 
+void PackageObserver::AddPlainTensor(const at::Tensor& value) {
+  if (!policy_.emulate_fp16 || !value.defined() || !value.is_floating_point()) return;
+  would_be_.SetParameter(value, value.scalar_type());
+}
+
 c10::ScalarType PackageObserver::RunDtypeOf(const at::Tensor& value) const {
   if (!policy_.emulate_fp16) return value.scalar_type();
   const c10::ScalarType dtype = would_be_.Of(value);

@@ -20,6 +20,11 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  NamedTuple (sample, weights), as model code written for diffusers-style
                  outputs does: an island on it must hand its sample back to FP16 through
                  the NamedTuple.
+  plain-table    the denoiser concatenates a positional table kept as a plain tensor
+                 attribute (`self.pos = ...`, not a buffer) to its activations before
+                 conv_out. module.to(dtype) leaves such an attribute float32, so torch.cat
+                 promotes to float32 and a real FP16 or BF16 run raises in conv_out.
+  buffer-table   the same table registered as a buffer: cast with the weights, healthy.
 """
 import os
 import sys
@@ -148,6 +153,23 @@ class DriftNormDenoiser(nn.Module):
         return self.conv_out(self.norm(self.conv_in(x) + 64.0))
 
 
+class TableDenoiser(nn.Module):
+    def __init__(self, plain: bool):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        table = torch.randn(1, 2, 2, 8, 8)
+        if plain:
+            self.pos = table
+        else:
+            self.register_buffer("pos", table)
+        self.conv_out = nn.Conv3d(10, 4, 1)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
 class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -182,6 +204,10 @@ def main():
     write(out_dir, "drift-norm", DriftNormDenoiser())
     torch.manual_seed(5)
     write(out_dir, "named-tuple", NamedTupleDenoiser())
+    torch.manual_seed(3)
+    write(out_dir, "plain-table", TableDenoiser(plain=True))
+    torch.manual_seed(3)
+    write(out_dir, "buffer-table", TableDenoiser(plain=False))
 
 
 if __name__ == "__main__":
