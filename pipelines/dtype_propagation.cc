@@ -40,7 +40,7 @@ void DtypePropagation::AddInput(const GraphSite& site, int input_index, const at
   if (op.output_seen) op = PendingOp{};  // the node runs again
   if (!value.defined() || !value.is_floating_point()) return;
   c10::ScalarType dtype = Lookup(value);
-  if (dtype == c10::ScalarType::Undefined) dtype = reduced_;  // e.g. a tensor constant
+  if (dtype == c10::ScalarType::Undefined) dtype = reduced_;  // e.g. an unhooked copy
   if (input_index == kDtypeSourceInput) {
     op.dtype_source = dtype;
   } else if (IsConversionTarget(site, input_index)) {

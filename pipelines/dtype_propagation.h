@@ -6,14 +6,15 @@
 // its base's dtype, as in a real run. A copy made by an op that is not hooked (reshape of
 // a non-contiguous tensor) is not known: it is taken to be in the reduced dtype. The rules, PyTorch's:
 //   - parameters and buffers: the reduced dtype, float32 inside an FP32 island; a module's
-//     plain tensor attribute (module.to(dtype) leaves it): its own dtype;
+//     plain tensor attribute or a graph's tensor constant (module.to(dtype) leaves
+//     both): its own dtype;
 //   - an op with a `dtype` argument: that dtype (a constant such as t.float() or
 //     arange(dtype=float32)), or the would-be dtype of the tensor it is read from
 //     (x.to(like.dtype)); x.type_as(like) and x.to(like) take like's;
 //   - any other op: its floating inputs' promotion (c10::promoteTypes), where tensors
 //     with dimensions outrank 0-dim ones (fp16 x * a 0-dim float32 tensor stays fp16);
 //     a factory with no tensor input gets the default dtype, float32;
-//   - a value nobody produced in view (a tensor constant): the reduced dtype.
+//   - a value nobody produced in view: the reduced dtype.
 // Not thread-safe; one per model.
 #pragma once
 

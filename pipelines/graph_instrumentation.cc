@@ -329,7 +329,8 @@ std::shared_ptr<jit::Graph> CalleeGraph(const jit::Node* call) {
 // path; each distinct graph once.
 class HookPlanner {
  public:
-  HookPlanner(SdpaKernel sdpa, InstrumentationCoverage& coverage) : sdpa_(sdpa), coverage_(coverage) {}
+  HookPlanner(SdpaKernel sdpa, InstrumentationCoverage& coverage, std::vector<at::Tensor>& tensor_constants)
+      : sdpa_(sdpa), coverage_(coverage), tensor_constants_(tensor_constants) {}
 
   std::vector<NodePlan> PlanModule(const jit::Module& module) {
     for (const jit::Module& submodule : module.modules()) {
@@ -352,6 +353,7 @@ class HookPlanner {
   // is the module input of a method graph, nullptr for functions.
   void PlanGraph(jit::Graph& graph, const jit::Value* self) {
     if (!planned_.insert(&graph).second) return;
+    CollectTensorConstants(graph.block());  // the package's own, before unfusing adds any
     UnfusedCount unfused;
     UnfuseFastPaths(graph.block(), sdpa_, unfused);
     coverage_.fused_ops_unfused += unfused.unfused;
@@ -361,6 +363,16 @@ class HookPlanner {
     CollectNodes(graph.block(), nodes);
     for (jit::Node* node : nodes) PlanNode(node, self);
     ++coverage_.graphs;
+  }
+
+  void CollectTensorConstants(jit::Block* block) {
+    std::vector<jit::Node*> nodes;
+    CollectNodes(block, nodes);
+    for (const jit::Node* node : nodes) {
+      if (node->kind() != c10::prim::Constant || !IsTensor(node->output())) continue;
+      const c10::optional<c10::IValue> value = jit::toIValue(node->output());
+      if (value && value->isTensor()) tensor_constants_.push_back(value->toTensor());
+    }
   }
 
   void PlanNode(jit::Node* node, const jit::Value* self) {
@@ -395,6 +407,7 @@ class HookPlanner {
 
   const SdpaKernel sdpa_;
   InstrumentationCoverage& coverage_;
+  std::vector<at::Tensor>& tensor_constants_;
   std::vector<NodePlan> plans_;
   std::unordered_set<const jit::Graph*> planned_;
   std::vector<std::shared_ptr<jit::Graph>> called_graphs_;  // not planned yet
@@ -602,7 +615,8 @@ std::unique_ptr<GraphInstrumentation> GraphInstrumentation::Instrument(torch::ji
   } catch (const c10::Error&) {
     return instrumentation;  // graphs left untouched: nothing seen, coverage all zero
   }
-  const std::vector<NodePlan> plans = HookPlanner(sdpa, instrumentation->coverage_).PlanModule(module);
+  const std::vector<NodePlan> plans =
+      HookPlanner(sdpa, instrumentation->coverage_, instrumentation->tensor_constants_).PlanModule(module);
   size_t slot_count = 0;
   for (const NodePlan& plan : plans) slot_count += plan.SlotCount();
   state.table.first_slot = next_slot_id.fetch_add(static_cast<int64_t>(slot_count));

@@ -190,6 +190,9 @@ class GraphInstrumentation {
                                                           SdpaKernel sdpa = SdpaKernel::kDecomposed);
 
   const InstrumentationCoverage& coverage() const { return coverage_; }
+  // The tensor constants of the module's graphs as loaded (a trace's baked tensors, a
+  // frozen module's weights): values that module.to(dtype) does not convert.
+  const std::vector<at::Tensor>& tensor_constants() const { return tensor_constants_; }
 
   // While an ActiveScope lives, the custom ops of graphs instrumented by `this` call
   // `observer`; without one, they pass values through (an instrumented module still runs).
@@ -225,6 +228,7 @@ class GraphInstrumentation {
   GraphInstrumentation();
   std::unique_ptr<State> state_;
   InstrumentationCoverage coverage_;
+  std::vector<at::Tensor> tensor_constants_;
 };
 
 // Turns the graph executor's optimizations off for this scope (and so the profiling

@@ -44,9 +44,12 @@ class TorchScriptModel : public VideoModel {
         observer_(policy, device.is_cpu()),
         device_(device) {
     for (const InstrumentedModule* m : {&denoiser_, &decoder_}) {
-      // Every tensor attribute first; the parameters and buffers among them are set again.
+      // Every tensor attribute and constant first; the parameters and buffers among the
+      // attributes are set again.
+      for (const at::Tensor& constant : m->instrumentation->tensor_constants())
+        observer_.AddUnconverted(constant);
       for (const auto& a : m->module.named_attributes(/*recurse=*/true))
-        if (a.value.isTensor()) observer_.AddPlainTensor(a.value.toTensor());
+        if (a.value.isTensor()) observer_.AddUnconverted(a.value.toTensor());
       for (const auto& p : m->module.named_parameters(/*recurse=*/true))
         observer_.AddParameter(JoinModulePath(m->root, ModuleOfWeight(p.name)), p.value);
       for (const auto& b : m->module.named_buffers(/*recurse=*/true))

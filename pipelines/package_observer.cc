@@ -71,7 +71,7 @@ void PackageObserver::AddParameter(const std::string& module_path, const at::Ten
   would_be_.SetParameter(value, policy_.InFp32Module(module_path) ? at::kFloat : would_be_.reduced());
 }
 
-void PackageObserver::AddPlainTensor(const at::Tensor& value) {
+void PackageObserver::AddUnconverted(const at::Tensor& value) {
   if (!policy_.emulate_fp16 || !value.defined() || !value.is_floating_point()) return;
   would_be_.SetParameter(value, value.scalar_type());
 }

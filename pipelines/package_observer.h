@@ -52,9 +52,10 @@ class PackageObserver : public GraphObserver {
   // A parameter or buffer of module `module_path` (after the policy placed it): its
   // would-be dtype for the FP16 emulation.
   void AddParameter(const std::string& module_path, const at::Tensor& value);
-  // A module's plain tensor attribute (neither parameter nor buffer, e.g. a RoPE table kept
-  // as `self.freqs = ...`): module.to(dtype) leaves it, so its would-be dtype is its own.
-  void AddPlainTensor(const at::Tensor& value);
+  // A tensor that module.to(dtype) leaves as it is, so its would-be dtype is its own: a
+  // plain tensor attribute (neither parameter nor buffer, e.g. `self.freqs = ...`) or a
+  // graph's tensor constant (a trace's baked tensor, a frozen module's weight).
+  void AddUnconverted(const at::Tensor& value);
   // Before each forward of a root module: forgets the last forward's values.
   void BeginForward() {
     would_be_.ClearActivations();

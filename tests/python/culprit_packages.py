@@ -25,6 +25,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  conv_out. module.to(dtype) leaves such an attribute float32, so torch.cat
                  promotes to float32 and a real FP16 or BF16 run raises in conv_out.
   buffer-table   the same table registered as a buffer: cast with the weights, healthy.
+  baked-table    traced: the denoiser scales its activations by a module-level float32
+                 table (a Hann window over the width), which the trace bakes into the
+                 graph as a tensor constant that module.to(dtype) leaves float32: the
+                 product is float32 and a real FP16 or BF16 run raises in conv_out.
 """
 import os
 import sys
@@ -170,6 +174,19 @@ class TableDenoiser(nn.Module):
         return self.conv_out(h)
 
 
+WINDOW = torch.hann_window(8)
+
+
+class BakedTableDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        return self.conv_out(self.conv_in(x) * (0.5 + WINDOW))
+
+
 class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -180,7 +197,7 @@ class Decoder(nn.Module):
         return torch.tanh(self.conv(up))
 
 
-def write(out_dir, name, denoiser):
+def write(out_dir, name, denoiser, traced=False):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
     torch.manual_seed(7)
@@ -188,6 +205,9 @@ def write(out_dir, name, denoiser):
     for m in (denoiser, decoder):
         for p in m.parameters():
             p.requires_grad_(False)
+    if traced:
+        example = (torch.randn(1, 4, 2, 8, 8), torch.tensor([500.0]), torch.randn(1, 4, 8))
+        denoiser = torch.jit.trace(denoiser.eval(), example)
     torch.jit.script(denoiser.eval()).save(os.path.join(path, "denoiser.pt"))
     torch.jit.script(decoder).save(os.path.join(path, "decoder.pt"))
     with open(os.path.join(path, "model.toml"), "w") as f:
@@ -208,6 +228,8 @@ def main():
     write(out_dir, "plain-table", TableDenoiser(plain=True))
     torch.manual_seed(3)
     write(out_dir, "buffer-table", TableDenoiser(plain=False))
+    torch.manual_seed(3)
+    write(out_dir, "baked-table", BakedTableDenoiser(), traced=True)
 
 
 if __name__ == "__main__":

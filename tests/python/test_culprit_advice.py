@@ -9,8 +9,9 @@ two packages whose culprit is smaller than the module where the damage shows
   that adds it ("denoiser:aten::add"), not the parent;
 - an op island on a scripted norm casts the norm's weight with its input;
 - an island on a submodule that returns a NamedTuple hands the tensors in it back;
-- a plain tensor attribute (not a buffer) stays float32 under the FP16 emulation, as
-  module.to(dtype) leaves it: the dtype error a real FP16 run raises is raised."""
+- a plain tensor attribute (not a buffer) and a trace's baked tensor constant stay float32
+  under the FP16 emulation, as module.to(dtype) leaves them: the dtype error a real FP16
+  run raises is raised."""
 import json
 import os
 import pathlib
@@ -34,7 +35,8 @@ def run(*args, cwd=None):
 def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
-    for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple", "plain-table", "buffer-table"):
+    for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple", "plain-table", "buffer-table",
+                 "baked-table"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -165,10 +167,12 @@ def test_an_island_on_a_submodule_returning_a_named_tuple_hands_its_tensors_back
     assert cells["attn-fp32"]["status"] == "PASS", cells["attn-fp32"]["reason"]
 
 
-def test_a_plain_tensor_attribute_stays_float32_under_fp16_emulation(packages, tmp_path):
-    """plain-table concatenates a float32 attribute (which module.to(dtype) leaves alone) to
-    its activations: a real FP16 or BF16 run raises in denoiser.conv_out (torch 1.13, checked
-    by hand); its buffer twin is cast with the weights and passes."""
+@pytest.mark.parametrize("name", ["plain-table", "baked-table"])
+def test_a_tensor_module_to_does_not_convert_stays_float32_under_fp16_emulation(packages, tmp_path, name):
+    """plain-table concatenates a float32 attribute, baked-table multiplies by a float32
+    tensor constant of its trace (module.to(dtype) converts neither): a real FP16 or BF16
+    run raises in denoiser.conv_out (torch 1.13, checked by hand; fp16-emulated said PASS
+    before); the buffer twin is cast with the weights and passes."""
     def cells(name):
         out = tmp_path / f"{name}.json"
         r = run("check", "--model", packages / name, "--policy", "fp32,bf16,fp16-emulated",
@@ -176,7 +180,7 @@ def test_a_plain_tensor_attribute_stays_float32_under_fp16_emulation(packages, t
         assert r.returncode in (0, 1), r.stderr
         return {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
 
-    plain = cells("plain-table")
+    plain = cells(name)
     assert plain["fp32"]["status"] == "PASS"
     for policy in ("bf16", "fp16-emulated"):
         cell = plain[policy]
