@@ -73,16 +73,17 @@ std::string EmulatedDtypeErrorText(const std::string& op, c10::ScalarType input,
   const std::string why = std::string(" (FP16 emulation: a real FP16 run raises this; input ") +
                           DtypeName(input) + ", weight " + DtypeName(weight) + ")";
   if (op.empty()) return "Expected the input and the weight to have the same dtype" + why;
-  if (op == "aten::einsum") {
-    return std::string("expected scalar type ") + c10::toString(input) + " but found " +
-           c10::toString(weight) + " (FP16 emulation: a real FP16 run raises this; operands " +
-           DtypeName(input) + " and " + DtypeName(weight) + ")";
-  }
   if (op.find("conv") != std::string::npos) {
     return std::string("Input type (") + DtypeName(input) + ") and weight type (" + DtypeName(weight) +
            ") should be the same" + why;
   }
   return "mat1 and mat2 must have the same dtype" + why;
+}
+
+std::string EmulatedOperandsDtypeErrorText(c10::ScalarType first, c10::ScalarType second) {
+  return std::string("expected scalar type ") + c10::toString(first) + " but found " + c10::toString(second) +
+         " (FP16 emulation: a real FP16 run raises this; operands " + DtypeName(first) + " and " +
+         DtypeName(second) + ")";
 }
 
 }  // namespace framegate

@@ -74,5 +74,8 @@ class DtypePropagation {
 // dtype_mismatch) for `op` ("aten::linear", "aten::conv3d"; "" when not known), e.g.
 // "mat1 and mat2 must have the same dtype (FP16 emulation: ...)".
 std::string EmulatedDtypeErrorText(const std::string& op, c10::ScalarType input, c10::ScalarType weight);
+// The same for a product of two operands neither of which is a weight (einsum, probs @ v):
+// "expected scalar type Float but found Half (FP16 emulation: ...)".
+std::string EmulatedOperandsDtypeErrorText(c10::ScalarType first, c10::ScalarType second);
 
 }  // namespace framegate

@@ -117,7 +117,11 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     if (input_index == kListElementInput && site.op == "aten::einsum")
       return EinsumOperand(path, site, value);
     if (input_index < 0) return value;  // a list element or a dtype source
-    if (site.weight_input >= 0 && (mismatch_log_ != nullptr || policy_.emulate_fp16) && value.defined() &&
+    // A weighted op's operands; a product of two activations (probs @ v) too under the
+    // emulation, since matmul does not promote either.
+    const bool audited = site.weight_input >= 0 || (policy_.emulate_fp16 && site.weighted != nullptr &&
+                                                    site.weighted->sum == WeightedSum::kMatmul);
+    if (audited && (mismatch_log_ != nullptr || policy_.emulate_fp16) && value.defined() &&
         value.is_floating_point()) {
       AuditWeightedOp(path, site, input_index, RunDtypeOf(value));
     }
@@ -241,7 +245,7 @@ at::Tensor PackageObserver::EinsumOperand(const std::string& path, const GraphSi
     einsum_ = EinsumCall{};
     widening_ = Widening{};
     if (mismatch_log_ != nullptr) mismatch_log_->push_back({path + " (" + site.op + ")", first, dtype});
-    if (policy_.emulate_fp16) throw std::runtime_error(EmulatedDtypeErrorText(site.op, first, dtype));
+    if (policy_.emulate_fp16) throw std::runtime_error(EmulatedOperandsDtypeErrorText(first, dtype));
     if (widened) {  // the first operand is float32 now: raise what the op would have
       at::einsum("i,i->i", {at::zeros({1}, at::TensorOptions().dtype(first)),
                             at::zeros({1}, at::TensorOptions().dtype(dtype))});
@@ -274,7 +278,8 @@ void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& 
   const int slot = site.weighted->SlotOf(input_index);
   if (slot < 0 || slot > 1) return;  // the two operands (a bias is not one)
   if (pending_.site != &site) pending_ = PendingOp{&site};
-  if (input_index == site.weight_input) {
+  const bool has_weight = site.weight_input >= 0;
+  if (has_weight ? input_index == site.weight_input : slot == 1) {
     pending_.weight = dtype;
   } else if (pending_.input == c10::ScalarType::Undefined) {
     pending_.input = dtype;  // the first operand that is not the weight
@@ -283,6 +288,7 @@ void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& 
   const PendingOp op = pending_;
   pending_ = PendingOp{};
   if (op.input == op.weight) return;
+  if (!has_weight) throw std::runtime_error(EmulatedOperandsDtypeErrorText(op.input, op.weight));
   if (mismatch_log_ != nullptr) mismatch_log_->push_back({path + " (" + site.op + ")", op.input, op.weight});
   if (policy_.emulate_fp16) throw std::runtime_error(EmulatedDtypeErrorText(site.op, op.input, op.weight));
 }

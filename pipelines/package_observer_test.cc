@@ -183,6 +183,29 @@ def forward(self, t, x):
   EXPECT_EQ(fp16_pair.ErrorOf({torch::full({1}, -3.0), torch::ones({1, 4})}, 0), "");
 }
 
+// A product of two activations (no weight) refuses two dtypes too: float32 probabilities
+// (a mask from torch.zeros, the default dtype, promoted them) times FP16 values raise
+// where a real run does; a mask made like the values does not.
+TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAProductOfAFloat32AndAnFp16Activation) {
+  const std::string source = R"JIT(
+def forward(self, x):
+    v = torch.matmul(x.t(), x)
+    probs = torch.softmax(v + MASK, dim=-1)
+    return torch.matmul(probs, v)
+)JIT";
+  const auto with_mask = [&](const std::string& mask) {
+    std::string text = source;
+    text.replace(text.find("MASK"), 4, mask);
+    return text;
+  };
+  Emulated float32_mask(with_mask("torch.zeros(4, 4)"));
+  const std::string error = float32_mask.ErrorOf({torch::ones({2, 4})}, -1);
+  EXPECT_NE(error.find("expected scalar type Float but found Half"), std::string::npos) << error;
+  EXPECT_EQ(float32_mask.instrumentation->last_op(), "aten::matmul");
+  Emulated fp16_mask(with_mask("torch.zeros_like(v)"));
+  EXPECT_EQ(fp16_mask.ErrorOf({torch::ones({2, 4})}, -1), "");
+}
+
 // forward(b, x) of a module whose weight `w` is 4096 x 1 BF16 ones, under Bf16(), with x
 // [1, 4096] BF16 ones and b a BF16 zero: 4096 where the products are summed in FP32, 256
 // where in BF16.

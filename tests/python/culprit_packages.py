@@ -29,6 +29,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  table (a Hann window over the width), which the trace bakes into the
                  graph as a tensor constant that module.to(dtype) leaves float32: the
                  product is float32 and a real FP16 or BF16 run raises in conv_out.
+  float32-mask   the denoiser's own attention adds a causal mask built by torch.zeros (the
+                 default dtype, float32) to its logits: the softmax is float32 and
+                 `probs @ v` multiplies float32 by FP16 (BF16), which a real run refuses
+                 at that matmul.
 """
 import os
 import sys
@@ -187,6 +191,24 @@ class BakedTableDenoiser(nn.Module):
         return self.conv_out(self.conv_in(x) * (0.5 + WINDOW))
 
 
+class Float32MaskDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.qkv = nn.Linear(8, 24)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        b, c, f, hh, ww = h.shape
+        tokens = h.flatten(2).transpose(1, 2)
+        q, k, v = self.qkv(tokens).chunk(3, dim=-1)
+        n = tokens.shape[1]
+        mask = torch.zeros(n, n).masked_fill(torch.ones(n, n).triu(1) > 0, -1e4)
+        probs = torch.softmax(q @ k.transpose(1, 2) / 8.0 ** 0.5 + mask, dim=-1)
+        return self.conv_out(h + (probs @ v).transpose(1, 2).reshape(b, c, f, hh, ww))
+
+
 class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -230,6 +252,8 @@ def main():
     write(out_dir, "buffer-table", TableDenoiser(plain=False))
     torch.manual_seed(3)
     write(out_dir, "baked-table", BakedTableDenoiser(), traced=True)
+    torch.manual_seed(3)
+    write(out_dir, "float32-mask", Float32MaskDenoiser())
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ two packages whose culprit is smaller than the module where the damage shows
 - an op island on a scripted norm casts the norm's weight with its input;
 - an island on a submodule that returns a NamedTuple hands the tensors in it back;
 - a plain tensor attribute (not a buffer) and a trace's baked tensor constant stay float32
-  under the FP16 emulation, as module.to(dtype) leaves them: the dtype error a real FP16
-  run raises is raised."""
+  under the FP16 emulation, as module.to(dtype) leaves them, and a product of a float32
+  and an FP16 activation is refused: the dtype error a real FP16 run raises is raised
+  where it raises it."""
 import json
 import os
 import pathlib
@@ -36,7 +37,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table"):
+                 "baked-table", "float32-mask"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -167,12 +168,18 @@ def test_an_island_on_a_submodule_returning_a_named_tuple_hands_its_tensors_back
     assert cells["attn-fp32"]["status"] == "PASS", cells["attn-fp32"]["reason"]
 
 
-@pytest.mark.parametrize("name", ["plain-table", "baked-table"])
-def test_a_tensor_module_to_does_not_convert_stays_float32_under_fp16_emulation(packages, tmp_path, name):
+@pytest.mark.parametrize("name,module,ops", [
+    ("plain-table", "denoiser.conv_out", {"aten::conv3d"}),
+    ("baked-table", "denoiser.conv_out", {"aten::_convolution"}),
+    ("float32-mask", "denoiser", {"aten::matmul"}),
+])
+def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emulation(packages, tmp_path,
+                                                                                    name, module, ops):
     """plain-table concatenates a float32 attribute, baked-table multiplies by a float32
-    tensor constant of its trace (module.to(dtype) converts neither): a real FP16 or BF16
-    run raises in denoiser.conv_out (torch 1.13, checked by hand; fp16-emulated said PASS
-    before); the buffer twin is cast with the weights and passes."""
+    tensor constant of its trace (module.to(dtype) converts neither), float32-mask adds a
+    float32 mask to its logits: a real FP16 or BF16 run raises where the table says (torch
+    1.13, checked by hand; fp16-emulated said PASS for the first two and named conv_out for
+    the third before); the buffer twin is cast with the weights and passes."""
     def cells(name):
         out = tmp_path / f"{name}.json"
         r = run("check", "--model", packages / name, "--policy", "fp32,bf16,fp16-emulated",
@@ -185,6 +192,7 @@ def test_a_tensor_module_to_does_not_convert_stays_float32_under_fp16_emulation(
     for policy in ("bf16", "fp16-emulated"):
         cell = plain[policy]
         assert (cell["status"], cell["error_class"], cell["error_module"]) == (
-            "ERROR", "dtype_mismatch", "denoiser.conv_out"), cell["reason"]
+            "ERROR", "dtype_mismatch", module), cell["reason"]
+        assert cell["error_op"] in ops, cell["reason"]
     buffered = cells("buffer-table")
     assert {p: c["status"] for p, c in buffered.items()} == {"fp32": "PASS", "bf16": "PASS", "fp16-emulated": "PASS"}
