@@ -123,7 +123,7 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
                                                     site.weighted->sum == WeightedSum::kMatmul);
     if (audited && (mismatch_log_ != nullptr || policy_.emulate_fp16) && value.defined() &&
         value.is_floating_point()) {
-      AuditWeightedOp(path, site, input_index, RunDtypeOf(value));
+      AuditOperandDtypes(path, site, input_index, RunDtypeOf(value));
     }
     if (accumulation_.widened != c10::ScalarType::Undefined) return Widen(site, input_index, value);
     if (!accumulation_.active()) return value;
@@ -273,8 +273,8 @@ at::Tensor PackageObserver::LeaveRoot(const std::string& root, const at::Tensor&
   return policy_.emulate_fp16 ? Emulate(value, would_be_.reduced(), false) : value.to(policy_.compute);
 }
 
-void PackageObserver::AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
-                                      c10::ScalarType dtype) {
+void PackageObserver::AuditOperandDtypes(const std::string& path, const GraphSite& site, int input_index,
+                                         c10::ScalarType dtype) {
   const int slot = site.weighted->SlotOf(input_index);
   if (slot < 0 || slot > 1) return;  // the two operands (a bias is not one)
   if (pending_.site != &site) pending_ = PendingOp{&site};

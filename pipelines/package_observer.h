@@ -95,14 +95,18 @@ class PackageObserver : public GraphObserver {
   at::Tensor LeaveRoot(const std::string& root, const at::Tensor& value);
 
  private:
-  // The dtype audit's half-seen weighted op: the input's dtype waits for the weight's.
+  // The dtype audit's half-seen op: the input's dtype waits for the weight's (for a
+  // product of two activations, the first operand's for the second's).
   struct PendingOp {
     const GraphSite* site = nullptr;
     c10::ScalarType input = c10::ScalarType::Undefined;
     c10::ScalarType weight = c10::ScalarType::Undefined;
   };
-  void AuditWeightedOp(const std::string& path, const GraphSite& site, int input_index,
-                       c10::ScalarType dtype);
+  // One operand of a weighted op, or of a product of two activations under the emulation,
+  // with its run dtype: once both are seen, two dtypes raise what a real run raises (and
+  // a weighted op's go to the dtype audit's log).
+  void AuditOperandDtypes(const std::string& path, const GraphSite& site, int input_index,
+                          c10::ScalarType dtype);
   // The dtype `value` has in the run this one stands for: its would-be dtype under FP16
   // emulation, else its own.
   c10::ScalarType RunDtypeOf(const at::Tensor& value) const;

@@ -168,6 +168,14 @@ def test_an_island_on_a_submodule_returning_a_named_tuple_hands_its_tensors_back
     assert cells["attn-fp32"]["status"] == "PASS", cells["attn-fp32"]["reason"]
 
 
+def check_cells(packages, tmp_path, name):
+    out = tmp_path / f"{name}.json"
+    r = run("check", "--model", packages / name, "--policy", "fp32,bf16,fp16-emulated",
+            "--golden-dir", packages / "goldens", "--json", out)
+    assert r.returncode in (0, 1), r.stderr
+    return {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
+
+
 @pytest.mark.parametrize("name,module,ops", [
     ("plain-table", "denoiser.conv_out", {"aten::conv3d"}),
     ("baked-table", "denoiser.conv_out", {"aten::_convolution"}),
@@ -179,20 +187,17 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
     tensor constant of its trace (module.to(dtype) converts neither), float32-mask adds a
     float32 mask to its logits: a real FP16 or BF16 run raises where the table says (torch
     1.13, checked by hand; fp16-emulated said PASS for the first two and named conv_out for
-    the third before); the buffer twin is cast with the weights and passes."""
-    def cells(name):
-        out = tmp_path / f"{name}.json"
-        r = run("check", "--model", packages / name, "--policy", "fp32,bf16,fp16-emulated",
-                "--golden-dir", packages / "goldens", "--json", out)
-        assert r.returncode in (0, 1), r.stderr
-        return {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
-
-    plain = cells(name)
-    assert plain["fp32"]["status"] == "PASS"
+    the third before)."""
+    cells = check_cells(packages, tmp_path, name)
+    assert cells["fp32"]["status"] == "PASS"
     for policy in ("bf16", "fp16-emulated"):
-        cell = plain[policy]
+        cell = cells[policy]
         assert (cell["status"], cell["error_class"], cell["error_module"]) == (
             "ERROR", "dtype_mismatch", module), cell["reason"]
         assert cell["error_op"] in ops, cell["reason"]
-    buffered = cells("buffer-table")
-    assert {p: c["status"] for p, c in buffered.items()} == {"fp32": "PASS", "bf16": "PASS", "fp16-emulated": "PASS"}
+
+
+def test_a_table_registered_as_a_buffer_is_cast_with_the_weights_and_passes(packages, tmp_path):
+    """plain-table's twin: the same table as a buffer, which module.to(dtype) converts."""
+    cells = check_cells(packages, tmp_path, "buffer-table")
+    assert {p: c["status"] for p, c in cells.items()} == {"fp32": "PASS", "bf16": "PASS", "fp16-emulated": "PASS"}
