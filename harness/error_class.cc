@@ -63,7 +63,10 @@ const char* ErrorClassName(ErrorClass cls) {
 
 std::string ClassifiedError::Reason() const {
   std::string reason = std::string(ErrorClassName(cls)) + ": " + message;
-  if (!module.empty()) reason += " (in " + module + (graph_op.empty() ? "" : ", " + graph_op) + ")";
+  if (!module.empty()) {
+    reason += " (in " + module + (graph_op.empty() ? "" : ", " + graph_op) +
+              (note.empty() ? "" : "; " + note) + ")";
+  }
   return reason;
 }
 

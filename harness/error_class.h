@@ -27,8 +27,12 @@ struct ClassifiedError {
   std::string module;    // where it happened, when known ("time_embed.0", "denoiser.pt:12")
   std::string op;        // the missing operator for unsupported_op ("addmm_impl_cpu_")
   std::string graph_op;  // the op node it was raised in, when ops are watched ("aten::linear")
+  // What the model knows about that op that explains the error, when it does ("its weight
+  // is a tensor constant of the graph ...": VideoModel::CurrentOpNote).
+  std::string note;
   // "dtype_mismatch: mat1 and mat2 must have the same dtype (in time_embed.0)",
-  // "... (in denoiser.embed.time_mlp.0, aten::linear)"
+  // "... (in denoiser.embed.time_mlp.0, aten::linear)", "... (in denoiser, aten::conv3d; its
+  // weight is ...)"
   std::string Reason() const;
 };
 

@@ -28,6 +28,16 @@ TEST(ErrorClassTest, ClassifiesTheFieldReportMessages) {
   EXPECT_EQ(ClassifyError("something else entirely").cls, ErrorClass::kOther);
 }
 
+TEST(ErrorClassTest, TheReasonCarriesTheModelsNoteOnTheOpInsideItsPlace) {
+  ClassifiedError e =
+      ClassifyError("Input type (CPUBFloat16Type) and weight type (CPUFloatType) should be the same",
+                    "denoiser", "aten::conv3d");
+  e.note = "its weight is a tensor constant";
+  EXPECT_EQ(e.Reason(),
+            "dtype_mismatch: Input type (CPUBFloat16Type) and weight type (CPUFloatType) should be the same "
+            "(in denoiser, aten::conv3d; its weight is a tensor constant)");
+}
+
 // The dtype errors as each LibTorch version words them (fp32 input, bf16 weight: mm,
 // linear, linear with a bias, conv3d with a bias, SDPA; texts copied from Debian's 1.13
 // and 2.6), whichever version this test runs on.

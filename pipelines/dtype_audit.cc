@@ -20,7 +20,7 @@ void TraceOneStep(VideoModel& model, DtypeAudit* audit) {
     model.PredictNoise(in.noise.to(opts), at::full({1}, 999.0, at::TensorOptions().device(model.device())),
                        in.cond.to(opts));
   } catch (const std::exception& e) {
-    audit->step_error = ClassifyError(e.what(), model.CurrentModule(), model.CurrentOp());
+    audit->step_error = ClassifyModelError(e.what(), model);
   }
   model.SetMismatchLog(nullptr);
 }

@@ -399,6 +399,7 @@ class HookPlanner {
     }
     const int weight = plan.site.weight_input;
     if (weight >= 0 && plan.node->input(weight)->node()->kind() == c10::prim::Constant) {
+      plan.site.weight_is_constant = true;
       coverage_.submodules_inlined = true;  // weights folded into the graph: frozen
     }
     ++coverage_.ops;
@@ -521,8 +522,8 @@ std::string JoinPath(const std::string& parent, const std::string& child) {
 struct GraphInstrumentation::State {
   std::string root_path;
   SiteTable table;
-  std::vector<std::string> call_stack;   // full paths of the calls entered, innermost last
-  const std::string* last_op = nullptr;  // into table.sites
+  std::vector<std::string> call_stack;  // full paths of the calls entered, innermost last
+  const GraphSite* last_op = nullptr;   // into table.sites
 
   const std::string& CurrentPath() const { return call_stack.empty() ? root_path : call_stack.back(); }
   const GraphSite& SiteOf(const HookSlot& slot) const { return table.sites[static_cast<size_t>(slot.site)]; }
@@ -551,7 +552,7 @@ at::Tensor GraphInstrumentation::State::Before(at::Tensor value, int64_t slot_id
   const HookSlot* slot = FindActiveSlot(slot_id);
   if (slot == nullptr) return value;
   const GraphSite& site = active->SiteOf(*slot);
-  if (site.kind == Kind::kOp) active->last_op = &site.op;
+  if (site.kind == Kind::kOp) active->last_op = &site;
   at::Tensor result = active_observer->Before(active->CurrentPath(), site, slot->io_index, value);
   TORCH_CHECK(result.defined(), "GraphObserver::Before returned no tensor for ", site.op);
   return result;
@@ -640,7 +641,11 @@ GraphInstrumentation::ActiveScope::~ActiveScope() {
 std::string GraphInstrumentation::current_path() const { return state_->CurrentPath(); }
 
 std::string GraphInstrumentation::last_op() const {
-  return state_->last_op == nullptr ? std::string() : *state_->last_op;
+  return state_->last_op == nullptr ? std::string() : state_->last_op->op;
+}
+
+bool GraphInstrumentation::last_op_weight_is_constant() const {
+  return state_->last_op != nullptr && state_->last_op->weight_is_constant;
 }
 
 void GraphInstrumentation::ResetStack() {

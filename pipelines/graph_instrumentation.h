@@ -100,6 +100,10 @@ struct GraphSite {
   // operand 1; a product's operand read from a module attribute, or a tensor constant in a
   // frozen module): the index of the weight operand among the node's inputs, else -1.
   int weight_input = -1;
+  // kOp only: that weight operand is a tensor constant of the graph (a frozen module's
+  // weight, a tensor a trace baked in), which module.to(dtype) leaves in the dtype it was
+  // saved in.
+  bool weight_is_constant = false;
   // kOp only: how the node's argument named "dtype" fixes its output dtype: absent or
   // None (kNone), a constant (kConstant: `dtype_constant`), or computed at run time
   // (kDynamic; when it is prim::dtype(v), v is hooked as input kDtypeSourceInput).
@@ -216,6 +220,8 @@ class GraphInstrumentation {
   // last reset); after an exception: where it was raised.
   std::string current_path() const;
   std::string last_op() const;
+  // Whether that last op's weight operand is a tensor constant (GraphSite::weight_is_constant).
+  bool last_op_weight_is_constant() const;
   // Clears the call stack and last_op (before each forward; an exception leaves the stack
   // unwound). ActiveScope's constructor calls it.
   void ResetStack();

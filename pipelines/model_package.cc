@@ -81,6 +81,12 @@ class TorchScriptModel : public VideoModel {
     return active_ ? active_->instrumentation->current_path() : "";
   }
   std::string CurrentOp() const override { return active_ ? active_->instrumentation->last_op() : ""; }
+  std::string CurrentOpNote() const override {
+    if (!active_ || !active_->instrumentation->last_op_weight_is_constant()) return "";
+    return "its weight is a tensor constant of " + active_->root +
+           ".pt (torch.jit.freeze or a trace baked it in), which module.to(dtype) does not convert: "
+           "cast the model before freezing or tracing it";
+  }
   // Hands the modules over (the model is not used after).
   InstrumentedModule TakeDenoiser() { return std::move(denoiser_); }
   InstrumentedModule TakeDecoder() { return std::move(decoder_); }

@@ -245,9 +245,9 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
     threw = false;
   } catch (const std::bad_alloc&) {
     outcome.kind = RunEnd::kError;
-    outcome.error = ClassifyError("bad_alloc: out of memory", model.CurrentModule(), model.CurrentOp());
+    outcome.error = ClassifyModelError("bad_alloc: out of memory", model);
   } catch (const std::exception& e) {  // c10::Error, TorchScript interpreter errors
-    outcome.error = ClassifyError(e.what(), model.CurrentModule(), model.CurrentOp());
+    outcome.error = ClassifyModelError(e.what(), model);
     outcome.kind = outcome.error.cls == ErrorClass::kUnsupportedOp ? RunEnd::kUnsupported : RunEnd::kError;
     if (outcome.kind == RunEnd::kUnsupported) outcome.unsupported = outcome.error.Reason();
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/error_class.h"
 #include "pipelines/layers.h"
 #include "pipelines/pipeline_config.h"
 
@@ -34,6 +35,9 @@ class VideoModel {
   // ("aten::linear"; "" otherwise).
   virtual std::string CurrentModule() const { return ""; }
   virtual std::string CurrentOp() const { return ""; }
+  // What the model knows about that op that explains a dtype error raised there ("" when
+  // nothing): a package whose weight operand is a tensor constant of its graph says so.
+  virtual std::string CurrentOpNote() const { return ""; }
   // Records every module whose input dtype differs from its weight's (the dtype audit);
   // nullptr stops recording.
   virtual void SetMismatchLog(std::vector<DtypeMismatch>* /*log*/) {}
@@ -45,5 +49,13 @@ class VideoModel {
   // without per-op hooks.
   virtual std::vector<std::string> TakeIslandInputMakers() { return {}; }
 };
+
+// An exception `what` raised while `model` ran, classified with the module and op it was
+// raised in and, for a dtype error, the model's note on that op.
+inline ClassifiedError ClassifyModelError(const std::string& what, const VideoModel& model) {
+  ClassifiedError error = ClassifyError(what, model.CurrentModule(), model.CurrentOp());
+  if (error.cls == ErrorClass::kDtypeMismatch) error.note = model.CurrentOpNote();
+  return error;
+}
 
 }  // namespace framegate

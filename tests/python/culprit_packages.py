@@ -33,6 +33,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  default dtype, float32) to its logits: the softmax is float32 and
                  `probs @ v` multiplies float32 by FP16 (BF16), which a real run refuses
                  at that matmul.
+  frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
+                 are tensor constants of the graph, which module.to(dtype) leaves float32,
+                 so a real FP16 or BF16 run raises at its first convolution; the user has
+                 to cast before freezing.
 """
 import os
 import sys
@@ -219,7 +223,7 @@ class Decoder(nn.Module):
         return torch.tanh(self.conv(up))
 
 
-def write(out_dir, name, denoiser, traced=False):
+def write(out_dir, name, denoiser, traced=False, frozen=False):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
     torch.manual_seed(7)
@@ -230,7 +234,8 @@ def write(out_dir, name, denoiser, traced=False):
     if traced:
         example = (torch.randn(1, 4, 2, 8, 8), torch.tensor([500.0]), torch.randn(1, 4, 8))
         denoiser = torch.jit.trace(denoiser.eval(), example)
-    torch.jit.script(denoiser.eval()).save(os.path.join(path, "denoiser.pt"))
+    scripted = torch.jit.script(denoiser.eval())
+    (torch.jit.freeze(scripted) if frozen else scripted).save(os.path.join(path, "denoiser.pt"))
     torch.jit.script(decoder).save(os.path.join(path, "decoder.pt"))
     with open(os.path.join(path, "model.toml"), "w") as f:
         f.write(MANIFEST.format(name=name))
@@ -254,6 +259,8 @@ def main():
     write(out_dir, "baked-table", BakedTableDenoiser(), traced=True)
     torch.manual_seed(3)
     write(out_dir, "float32-mask", Float32MaskDenoiser())
+    torch.manual_seed(3)
+    write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 
 
 if __name__ == "__main__":

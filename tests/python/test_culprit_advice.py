@@ -9,8 +9,8 @@ two packages whose culprit is smaller than the module where the damage shows
   that adds it ("denoiser:aten::add"), not the parent;
 - an op island on a scripted norm casts the norm's weight with its input;
 - an island on a submodule that returns a NamedTuple hands the tensors in it back;
-- a plain tensor attribute (not a buffer) and a trace's baked tensor constant stay float32
-  under the FP16 emulation, as module.to(dtype) leaves them, and a product of a float32
+- a plain tensor attribute (not a buffer), a trace's baked tensor constant and a frozen
+  module's weights stay float32 under the FP16 emulation, as module.to(dtype) leaves them, and a product of a float32
   and an FP16 activation is refused: the dtype error a real FP16 run raises is raised
   where it raises it."""
 import json
@@ -37,7 +37,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask"):
+                 "baked-table", "float32-mask", "frozen-table"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -180,6 +180,7 @@ def check_cells(packages, tmp_path, name):
     ("plain-table", "denoiser.conv_out", {"aten::conv3d"}),
     ("baked-table", "denoiser.conv_out", {"aten::_convolution"}),
     ("float32-mask", "denoiser", {"aten::matmul"}),
+    ("frozen-table", "denoiser", {"aten::conv3d"}),
 ])
 def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emulation(packages, tmp_path,
                                                                                     name, module, ops):
@@ -187,7 +188,8 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
     tensor constant of its trace (module.to(dtype) converts neither), float32-mask adds a
     float32 mask to its logits: a real FP16 or BF16 run raises where the table says (torch
     1.13, checked by hand; fp16-emulated said PASS for the first two and named conv_out for
-    the third before)."""
+    the third before); frozen-table's weights are constants of its frozen graph, and only
+    its error says so, with what to do."""
     cells = check_cells(packages, tmp_path, name)
     assert cells["fp32"]["status"] == "PASS"
     for policy in ("bf16", "fp16-emulated"):
@@ -195,6 +197,8 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
         assert (cell["status"], cell["error_class"], cell["error_module"]) == (
             "ERROR", "dtype_mismatch", module), cell["reason"]
         assert cell["error_op"] in ops, cell["reason"]
+        frozen_note = "its weight is a tensor constant of denoiser.pt (torch.jit.freeze or a trace baked it in)"
+        assert (frozen_note in cell["reason"]) == (name == "frozen-table"), cell["reason"]
 
 
 def test_a_table_registered_as_a_buffer_is_cast_with_the_weights_and_passes(packages, tmp_path):
