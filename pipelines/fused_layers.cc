@@ -9,6 +9,8 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/jit.h>
 
+#include "harness/torch_version.h"
+
 namespace framegate {
 namespace {
 
@@ -112,21 +114,35 @@ def masked_softmax(logits: Tensor, attn_mask: Optional[Tensor], is_causal: bool)
     if masked:
         attention = attention.masked_fill((logits == float("-inf")).all(-1, True), 0.0)
     return attention
+
+# LibTorch before 2.1 (pytorch/pytorch#96037): baddbmm's CPU kernel scales its uninitialised
+# output by beta, so with beta 0 whatever that memory held (NaN, Inf) comes out, now and
+# then; with beta 0 the product is added to a zeroed output instead, as beta 0 promises.
+def baddbmm(self: Tensor, batch1: Tensor, batch2: Tensor, beta: number = 1, alpha: number = 1) -> Tensor:
+    if beta == 0:
+        zero = batch1.new_zeros([batch1.size(0), batch1.size(1), batch2.size(2)])
+        return torch.baddbmm(zero, batch1, batch2, beta=1, alpha=alpha)
+    return torch.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
 )JIT";
 
-// A fused op and the function of kDecompositions that computes it.
+// A fused op (or an op whose kernel is wrong in this LibTorch) and the function of
+// kDecompositions that computes it.
 struct FusedOp {
   const char* op;
   const char* function;
-  bool steerable;  // torch.nn's fast path: called inside `if <every condition holds>:`
-  bool maskless;   // decomposed only when its `mask` is None
-  bool attention;  // scaled-dot-product attention: kept under SdpaKernel::kKept
+  bool steerable;      // torch.nn's fast path: called inside `if <every condition holds>:`
+  bool maskless;       // decomposed only when its `mask` is None
+  bool attention;      // scaled-dot-product attention: kept under SdpaKernel::kKept
+  bool kernel_repair;  // not fused: an op whose kernel is repaired, not counted
 };
 constexpr FusedOp kFusedOps[] = {
-    {"aten::_transformer_encoder_layer_fwd", "transformer_encoder_layer_fwd", true, true, false},
-    {"aten::_native_multi_head_attention", "native_multi_head_attention", true, true, false},
-    {"aten::scaled_dot_product_attention", "scaled_dot_product_attention", false, false, true},
-    {"aten::_scaled_dot_product_attention", "scaled_dot_product_attention_1_13", false, false, true},
+    {"aten::_transformer_encoder_layer_fwd", "transformer_encoder_layer_fwd", true, true, false, false},
+    {"aten::_native_multi_head_attention", "native_multi_head_attention", true, true, false, false},
+    {"aten::scaled_dot_product_attention", "scaled_dot_product_attention", false, false, true, false},
+    {"aten::_scaled_dot_product_attention", "scaled_dot_product_attention_1_13", false, false, true, false},
+#if !FRAMEGATE_TORCH_AT_LEAST(2, 1)
+    {"aten::baddbmm", "baddbmm", false, false, false, true},
+#endif
 };
 
 // The entry of `kind`, or nullptr.
@@ -222,6 +238,10 @@ void UnfuseFastPaths(jit::Block* block, SdpaKernel sdpa, UnfusedCount& count) {
     }
   }
   for (const auto& [node, entry] : fused) {
+    if (entry->kernel_repair) {
+      Decompose(node, *entry);
+      continue;
+    }
     ++((entry->steerable && Steer(node)) || Decompose(node, *entry) ? count.unfused : count.left_fused);
   }
 }

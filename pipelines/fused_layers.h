@@ -15,6 +15,10 @@
 // math path (q @ k^T, masks, softmax, @ v), mask or not, so a package's attention is
 // computed as the reference model's is without an attention backend; a policy that names
 // one keeps the op (SdpaKernel::kKept), so the backend's kernel computes it.
+//
+// Before LibTorch 2.1, baddbmm with beta 0 is computed on a zeroed output: that CPU kernel
+// reads its uninitialised output (pytorch/pytorch#96037), so diffusers' attention scores,
+// baddbmm(torch.empty(..), q, k^T, beta=0), were NaN now and then.
 #pragma once
 
 namespace torch::jit {

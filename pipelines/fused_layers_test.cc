@@ -3,6 +3,7 @@
 // kernel gives.
 #include "pipelines/fused_layers.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,35 @@ TEST(FusedLayersTest, AnAttentionBackendKeepsTheSdpaKernel) {
       instrumentation->coverage().Summary().find("1 attention op computed by the named backend's kernel"),
       std::string::npos)
       << instrumentation->coverage().Summary();
+}
+
+// diffusers computes attention scores as baddbmm(torch.empty(..), q, k^T, beta=0). Before
+// LibTorch 2.1 the CPU kernel reads its own uninitialised output then (pytorch#96037): NaN
+// left in freed memory came out of a clean model's attention. Instrumented, it cannot.
+TEST(FusedLayersTest, BaddbmmWithBetaZeroIgnoresWhatItsOutputsMemoryHeld) {
+  jit::Module module("m");
+  module.define(R"JIT(
+    def forward(self, q, k):
+        scores = torch.empty([q.size(0), q.size(1), k.size(1)], dtype=q.dtype)
+        return torch.baddbmm(scores, q, k.transpose(1, 2), beta=0, alpha=0.5)
+  )JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  EXPECT_EQ(instrumentation->coverage().fused_ops_unfused, 0);  // not a fused op
+  NoObserver observer;
+  const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+  const ScopedPlainGraphExecution plain;
+  const torch::NoGradGuard no_grad;
+  const at::Tensor q = torch::randn({256, 4, 4}), k = torch::randn({256, 4, 4});
+  const at::Tensor expected = at::bmm(q, k.transpose(1, 2)) * 0.5;
+  for (int run = 0; run < 50; ++run) {
+    {  // freed NaN: memory the next allocations may get
+      std::vector<at::Tensor> garbage;
+      for (int i = 0; i < 4; ++i) garbage.push_back(at::full({256, 4, 4}, std::nan("")));
+    }
+    const at::Tensor y = module.forward({q, k}).toTensor();
+    ASSERT_TRUE(torch::allclose(y, expected))
+        << "run " << run << ": " << y.isnan().sum().item<int64_t>() << " NaN";
+  }
 }
 
 }  // namespace
