@@ -188,6 +188,19 @@ bool AliasesOrUnknown(const std::vector<c10::Argument>& entries, size_t index) {
   return index >= entries.size() || entries[index].alias_info() != nullptr;
 }
 
+// An in-place op on its input 0 ("self", Tensor(a!)) that returns it (Tensor(a!)): add_,
+// mul_, copy_, clamp_, masked_fill_; not resize_ or set_, whose results hold no values of
+// their own.
+bool WritesInput0(const c10::FunctionSchema& schema) {
+  const auto writes = [](const c10::Argument& a) {
+    return a.alias_info() != nullptr && a.alias_info()->isWrite();
+  };
+  const std::string& name = schema.name();
+  return !schema.arguments().empty() && schema.arguments()[0].name() == "self" &&
+         writes(schema.arguments()[0]) && schema.returns().size() == 1 && writes(schema.returns()[0]) &&
+         name != "aten::resize_" && name != "aten::resize_as_" && name != "aten::set_";
+}
+
 NodePlan PlanModuleCall(jit::Node* call, const jit::Value* self) {
   NodePlan plan;
   plan.node = call;
@@ -291,8 +304,10 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
       plan.inputs.push_back(i);
     }
   }
+  plan.site.in_place = WritesInput0(*schema) && node->outputs().size() == 1 && IsTensor(node->output(0));
   for (size_t i = 0; i < node->outputs().size(); ++i) {
-    if (IsTensor(node->output(i)) && (!AliasesOrUnknown(schema->returns(), i) || (conversion && i == 0))) {
+    if (IsTensor(node->output(i)) &&
+        (!AliasesOrUnknown(schema->returns(), i) || (i == 0 && (conversion || plan.site.in_place)))) {
       plan.outputs.push_back(i);
     }
   }

@@ -28,8 +28,11 @@
 //
 // Values that alias (views, in-place results: Tensor(a) / Tensor(a!) in the op's schema)
 // get no hook, so a replacing observer cannot detach an in-place write through a view
-// from its base; ops seen only that way are counted in coverage().unobserved_ops. The
-// exception is a dtype conversion (aten::to, aten::type_as): its input 0 and output 0 are
+// from its base; ops seen only that way are counted in coverage().unobserved_ops. One
+// exception is an in-place op on its input 0 (`h += x`, `x.clamp_(..)`: GraphSite::in_place):
+// its output 0, the tensor it wrote, is hooked; an observer must return it unchanged and
+// may write into it (a real FP16 run stores the op's result rounded). Another is a dtype
+// conversion (aten::to, aten::type_as): its input 0 and output 0 are
 // hooked, since it returns its input when the dtype does not change; an observer may
 // replace the output with a new tensor (what a real conversion returns) and must return
 // input 0 unchanged. A
@@ -104,6 +107,9 @@ struct GraphSite {
   // weight, a tensor a trace baked in), which module.to(dtype) leaves in the dtype it was
   // saved in.
   bool weight_is_constant = false;
+  // kOp only: the op writes its result into its input 0 and returns that tensor (aten::add_,
+  // copy_, clamp_): an observer's After must return it unchanged (it may write into it).
+  bool in_place = false;
   // kOp only: how the node's argument named "dtype" fixes its output dtype: absent or
   // None (kNone), a constant (kConstant: `dtype_constant`), or computed at run time
   // (kDynamic; when it is prim::dtype(v), v is hooked as input kDtypeSourceInput).

@@ -113,7 +113,8 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     return value;
   }
   if (site.kind == GraphSite::Kind::kOp) {
-    if (policy_.emulate_fp16) would_be_.AddInput(site, input_index, value);
+    // An in-place op's result keeps its input 0's dtype, whatever the others' are.
+    if (policy_.emulate_fp16 && !site.in_place) would_be_.AddInput(site, input_index, value);
     if (input_index == kListElementInput && site.op == "aten::einsum")
       return EinsumOperand(path, site, value);
     if (input_index < 0) return value;  // a list element or a dtype source
@@ -166,9 +167,12 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   }
   at::Tensor out = value;
   const bool in_island = policy_.InFp32Module(path);
-  // A module island's output leaving for a caller outside: IslandObserver casts it where
-  // it is taken.
-  if (site.kind == GraphSite::Kind::kOp) {
+  // (A module island's output leaving for a caller outside: IslandObserver casts it where
+  // it is taken.) An in-place op's result: the tensor it wrote, which a real FP16 run stores rounded.
+  if (site.kind == GraphSite::Kind::kOp && site.in_place && policy_.emulate_fp16 && !in_island &&
+      IsFloat32(value) && RunDtypeOf(value) == would_be_.reduced()) {
+    value.copy_(RoundThroughHalf(value));
+  } else if (site.kind == GraphSite::Kind::kOp && !site.in_place) {
     if (widening_.site == &site) {
       if (widening_.widened && IsFloat32(out)) out = out.to(accumulation_.widened);
       widening_ = Widening{};

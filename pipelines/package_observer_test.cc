@@ -114,6 +114,43 @@ def forward(self, t, x):
   EXPECT_TRUE(torch::equal(m.Forward({t, x}, 0), expected));
 }
 
+// A sum written in place (`h += h * 0.5`, through a view too) is stored rounded in a real
+// FP16 run: past 65504 it is Inf, which a norm after it must not take out in float32. A
+// float32-only value written in place stays exact.
+TEST(PackageObserverTest, Fp16EmulationRoundsWhatAnInPlaceOpWrites) {
+  Emulated m(R"JIT(
+def forward(self, x, t):
+    big = x * 60000.0
+    big += big * 0.5
+    tail = big[:, 1:]
+    tail.mul_(1.0001)
+    exact = t.float() * 3.0
+    exact.add_(0.0001)
+    return torch.cat([torch.layer_norm(big, [4]), exact.expand(1, 4)], dim=0)
+)JIT");
+  const at::Tensor x = torch::tensor({{1.0f, -1.0f, 0.5f, 0.1f}});
+  const at::Tensor t = torch::full({1, 1}, 999.0);
+  const at::Tensor out = m.Forward({x, t}, /*float32_input=*/1);
+  // The first two sums overflow: layer_norm of a row holding Inf is NaN.
+  EXPECT_TRUE(out[0].isnan().all().item<bool>()) << out;
+  EXPECT_TRUE(torch::equal(out[1], (t * 3.0 + 0.0001).reshape({1}).expand({4}))) << out;
+}
+
+TEST(PackageObserverTest, Fp16EmulationAnInPlaceWriteThroughAViewRoundsTheBase) {
+  Emulated m(R"JIT(
+def forward(self, x):
+    h = x * 1.0
+    h[:, 1:].mul_(1.0001)
+    h += 0.0
+    return h
+)JIT");
+  const at::Tensor x = torch::tensor({{1.0f, 3.0f, 1000.0f, 0.1f}});
+  const at::Tensor head = x.index({torch::indexing::Slice(), torch::indexing::Slice(0, 1)});
+  const at::Tensor tail =
+      RoundHalf(RoundHalf(x.index({torch::indexing::Slice(), torch::indexing::Slice(1)})) * 1.0001);
+  EXPECT_TRUE(torch::equal(m.Forward({x}), RoundHalf(torch::cat({RoundHalf(head), tail}, 1))));
+}
+
 // A float32 value into a weighted op with FP16 weights: a real FP16 run raises a dtype
 // error there, and so does the emulation (it used to compute it in float32).
 TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToAnFp16Weight) {
