@@ -102,7 +102,8 @@ at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor
 at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, int input_index,
                                 const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
-  if (site.kind != GraphSite::Kind::kOp || steps_.count(step_) == 0 || !Probed(value)) {
+  // An in-place op's input 0 is not hooked, so its result is not its own error alone.
+  if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(value)) {
     return inner.Before(path, site, input_index, value);
   }
   if (input_index == site.weight_input || (value.is_leaf() && value.requires_grad())) {  // a weight
@@ -143,7 +144,7 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
                                const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
-  if (site.kind != GraphSite::Kind::kOp || steps_.count(step_) == 0 || !Probed(out)) return out;
+  if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(out)) return out;
   const std::string key = Key(path, site.op, 'o', output_index);
   if (mode_ == Mode::kRecord) {
     const int64_t bytes = out.numel() * 4;

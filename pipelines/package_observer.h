@@ -8,12 +8,12 @@
 //     (pipelines/dtype_propagation.h): an op output outside an island is rounded through
 //     float16 (overflow to Inf, underflow to 0, 10-bit mantissa) exactly when a real FP16
 //     run would hold it in FP16; values the model keeps in float32 (a sinusoid from
-//     t.float() and arange) stay exact. A weighted op whose input would be float32 and
+//     t.float() and arange) stay exact; what an in-place op writes (h += x) is rounded
+//     in place. A weighted op whose input would be float32 and
 //     weight FP16 (or the reverse), or a matrix product of two activations of two dtypes
 //     (float32 probs @ FP16 v), raises the dtype error a real run raises. Not emulated:
 //     the accumulation order and width inside an op (matmul, conv, sums and softmax
-//     accumulate in float32 as the CPU kernels do), the rounding of in-place results, and
-//     a dtype the model reads at run time from a tensor it did not receive (x.dtype of a
+//     accumulate in float32 as the CPU kernels do), and a dtype the model reads at run time from a tensor it did not receive (x.dtype of a
 //     value built inside: float32 here, so the propagation falls back to FP16);
 //   - accumulation emulation on the CPU (pipelines/accumulation_emulation.h): TF32 inputs
 //     of the weighted ops (pipelines/weighted_ops.h: linear, the convolutions, matmul, mm,

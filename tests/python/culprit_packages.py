@@ -33,6 +33,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  default dtype, float32) to its logits: the softmax is float32 and
                  `probs @ v` multiplies float32 by FP16 (BF16), which a real run refuses
                  at that matmul.
+  inplace-sum    the denoiser's own forward scales conv_in's output (clamped to +-1) to
+                 +-60000 and adds half of it IN PLACE (`big += big * 0.5`): +-90000, past
+                 FP16's 65504, stored as Inf by a real FP16 run, then a GroupNorm that would
+                 take the scale out in float32 gives NaN; finite in BF16.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -213,6 +217,19 @@ class Float32MaskDenoiser(nn.Module):
         return self.conv_out(h + (probs @ v).transpose(1, 2).reshape(b, c, f, hh, ww))
 
 
+class InPlaceSumDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.norm = nn.GroupNorm(2, 8)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        big = self.conv_in(x).clamp(-1.0, 1.0) * 60000.0
+        big += big * 0.5
+        return self.conv_out(self.norm(big))
+
+
 class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -259,6 +276,8 @@ def main():
     write(out_dir, "baked-table", BakedTableDenoiser(), traced=True)
     torch.manual_seed(3)
     write(out_dir, "float32-mask", Float32MaskDenoiser())
+    torch.manual_seed(3)
+    write(out_dir, "inplace-sum", InPlaceSumDenoiser())
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

@@ -10,9 +10,11 @@ two packages whose culprit is smaller than the module where the damage shows
 - an op island on a scripted norm casts the norm's weight with its input;
 - an island on a submodule that returns a NamedTuple hands the tensors in it back;
 - a plain tensor attribute (not a buffer), a trace's baked tensor constant and a frozen
-  module's weights stay float32 under the FP16 emulation, as module.to(dtype) leaves them, and a product of a float32
-  and an FP16 activation is refused: the dtype error a real FP16 run raises is raised
-  where it raises it."""
+  module's weights stay float32 under the FP16 emulation, as module.to(dtype) leaves
+  them, and a product of a float32 and an FP16 activation is refused: the dtype error a
+  real FP16 run raises is raised where it raises it (a frozen module's says why);
+- what an in-place op writes is rounded where it is written: an FP16 overflow made by
+  `h += ...` is found there."""
 import json
 import os
 import pathlib
@@ -37,7 +39,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask", "frozen-table"):
+                 "baked-table", "float32-mask", "frozen-table", "inplace-sum"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -199,6 +201,18 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
         assert cell["error_op"] in ops, cell["reason"]
         frozen_note = "its weight is a tensor constant of denoiser.pt (torch.jit.freeze or a trace baked it in)"
         assert (frozen_note in cell["reason"]) == (name == "frozen-table"), cell["reason"]
+
+
+def test_an_overflow_an_in_place_sum_makes_is_found_where_it_is_written(packages, tmp_path):
+    """inplace-sum overflows FP16 in `big += big * 0.5`: a real FP16 run stores Inf there. The
+    emulation used to leave what an in-place op writes unrounded, and the GroupNorm after it
+    took the scale out: PASS."""
+    cells = check_cells(packages, tmp_path, "inplace-sum")
+    assert cells["fp32"]["status"] == "PASS" and cells["bf16"]["status"] == "PASS", cells["bf16"]["reason"]
+    fp16 = cells["fp16-emulated"]
+    assert fp16["status"] == "NONFINITE", fp16["reason"]
+    first = fp16["first_nonfinite"]
+    assert (first["module"], first["op"], first["step"]) == ("denoiser", "aten::add_", 0), first
 
 
 def test_a_table_registered_as_a_buffer_is_cast_with_the_weights_and_passes(packages, tmp_path):
