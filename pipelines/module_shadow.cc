@@ -144,7 +144,8 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
                                const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
-  if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(out)) return out;
+  if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(out))
+    return out;
   const std::string key = Key(path, site.op, 'o', output_index);
   if (mode_ == Mode::kRecord) {
     const int64_t bytes = out.numel() * 4;
