@@ -13,8 +13,9 @@
 //     weight FP16 (or the reverse), or a matrix product of two activations of two dtypes
 //     (float32 probs @ FP16 v), raises the dtype error a real run raises. Not emulated:
 //     the accumulation order and width inside an op (matmul, conv, sums and softmax
-//     accumulate in float32 as the CPU kernels do), and a dtype the model reads at run time from a tensor it
-//     did not receive (x.dtype of a value built inside: float32 here, so the propagation falls back to FP16);
+//     accumulate in float32 as the CPU kernels do), and a dtype the model reads at run
+//     time from a tensor it did not receive (x.dtype of a value built inside: float32
+//     here, so the propagation falls back to FP16);
 //   - accumulation emulation on the CPU (pipelines/accumulation_emulation.h): TF32 inputs
 //     of the weighted ops (pipelines/weighted_ops.h: linear, the convolutions, matmul, mm,
 //     bmm, addmm, baddbmm); a reduced-precision running sum for linear, matmul, mm and bmm
