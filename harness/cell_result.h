@@ -185,8 +185,8 @@ struct CellResult {
   // CPU: tf32 inputs", "native on CUDA: tf32_cublas=1 ...", "attention: math ...". "" for
   // the reference model under a plain policy (it sees everything, nothing emulated).
   std::string observed;
-  // The ops outside any island whose outputs entered an FP32 module island of the policy
-  // (op island entries, pipelines/package_observer.h): where such an island's input was
+  // The ops outside any island whose outputs entered an FP32 island of the policy, a module
+  // or an op (op island entries, pipelines/package_observer.h): where such an island's input was
   // made. For the advisor; not written to JSON or the store.
   std::vector<std::string> island_input_makers;
   std::optional<Advice> advice;     // when `framegate advise` ran on this cell

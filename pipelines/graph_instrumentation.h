@@ -158,6 +158,9 @@ class GraphObserver {
   virtual void HoldLike(const at::Tensor& replacement, const at::Tensor& value) {
     (void)replacement, (void)value;
   }
+  // `value`, made outside the FP32 islands, is taken by an op island's op (op_islands.h),
+  // which does not pass it on to this observer.
+  virtual void EnterIsland(const at::Tensor& value) { (void)value; }
 };
 
 // What an instrumentation covers, for reports that must say what they could not see.

@@ -53,7 +53,10 @@ at::Tensor IslandObserver::Before(const std::string& path, const GraphSite& site
     copy_of_island_output_ = IsIslandOutput(value) ? &site : nullptr;
     return inner_.Before(path, site, input_index, value);
   }
-  if (IsIslandOp(path, site)) return IsReducedFloat(value) ? value.to(at::kFloat) : value;
+  if (IsIslandOp(path, site)) {
+    if (!IsIslandOutput(value)) inner_.EnterIsland(value);
+    return IsReducedFloat(value) ? value.to(at::kFloat) : value;
+  }
   // A module call is not a consumer: the ops inside take the value (an island op there
   // in float32).
   if (site.kind != GraphSite::Kind::kOp || !IsIslandOutput(value) || policy_.InFp32Module(path) ||

@@ -47,9 +47,10 @@ bool InFp32Op(const DtypePolicy& policy, const std::string& path, const std::str
 // (not a module call: the ops inside it are the consumers), or the root's return
 // (LeaveRoot). There they are cast to the compute dtype (rounded through float16 under
 // FP16 emulation), as an autocast FP32 op's output is cast by the op that consumes it;
-// an island consumer takes them in float32. (An in-place op is not observed,
-// graph_instrumentation.h: it writes the float32 value.) With no island it passes
-// everything to `inner` unchanged. One per forward; not thread-safe.
+// an island consumer takes them in float32. (An in-place op writes into its input 0,
+// which is not hooked, graph_instrumentation.h: it writes the float32 value.) An island
+// op's input made outside the islands is told to `inner` (EnterIsland). With no island it
+// passes everything to `inner` unchanged. One per forward; not thread-safe.
 class IslandObserver : public GraphObserver {
  public:
   // `watch` (may be empty) sees each island op's output, unrounded, at sampler `step`, as

@@ -140,11 +140,7 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
   // A call into an island from outside it: its inputs enter in float32.
   const std::string callee = JoinModulePath(path, site.callee);
   if (!policy_.InFp32Module(callee) || policy_.InFp32Module(path)) return value;
-  const std::string maker = track_makers_ ? MakerOf(value) : "";
-  if (!maker.empty() && std::find(island_input_makers_.begin(), island_input_makers_.end(), maker) ==
-                            island_input_makers_.end()) {
-    island_input_makers_.push_back(maker);
-  }
+  EnterIsland(value);
   if (IsReducedFloat(value)) return value.to(at::kFloat);
   if (policy_.emulate_fp16 && IsFloat32(value) && would_be_.Of(value) != at::kFloat) {
     at::Tensor in = value.clone();
@@ -152,6 +148,14 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     return in;
   }
   return value;
+}
+
+void PackageObserver::EnterIsland(const at::Tensor& value) {
+  const std::string maker = track_makers_ ? MakerOf(value) : "";
+  if (!maker.empty() && std::find(island_input_makers_.begin(), island_input_makers_.end(), maker) ==
+                            island_input_makers_.end()) {
+    island_input_makers_.push_back(maker);
+  }
 }
 
 at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site, int output_index,

@@ -70,9 +70,9 @@ class PackageObserver : public GraphObserver {
   }
   // The ops (as op island entries, "decoder.out_mix:aten::add") outside any island whose
   // outputs (or views or copies of them) entered an FP32 module island from a caller
-  // outside it, first seen first, since the last call; then forgets them. An island that
-  // takes its input rounded where it was made (an offset added before a norm) needs that
-  // op in FP32 with it.
+  // outside it, or an op island's op (EnterIsland), first seen first, since the last call; then forgets them.
+  // An island that takes its input rounded where it was made (an offset added before a norm) needs that op in
+  // FP32 with it.
   std::vector<std::string> TakeIslandInputMakers() { return std::move(island_input_makers_); }
 
   void set_step(int step) { step_ = step; }
@@ -88,6 +88,8 @@ class PackageObserver : public GraphObserver {
   // Under FP16 emulation: the would-be dtype (RunDtypeOf); else the value's own.
   c10::ScalarType HeldDtype(const at::Tensor& value) const override { return RunDtypeOf(value); }
   void HoldLike(const at::Tensor& replacement, const at::Tensor& value) override;
+  // Records the op that made `value` among the island input makers.
+  void EnterIsland(const at::Tensor& value) override;
 
   // The casts at the boundary of a whole module ("denoiser", "decoder") when it is an
   // island itself: to float32 on the way in, back to the compute dtype on the way out.

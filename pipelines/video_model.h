@@ -44,7 +44,7 @@ class VideoModel {
   // What observers can see of the model, for results that must say what they could not
   // see ("41 module calls, 230 ops watched"); "" when everything is seen.
   virtual std::string ObservedSummary() const { return ""; }
-  // The ops whose outputs entered an FP32 module island from outside since the last call
+  // The ops whose outputs entered an FP32 island from outside since the last call
   // ("decoder.out_mix:aten::add", op island entries), then forgets them; empty for models
   // without per-op hooks.
   virtual std::vector<std::string> TakeIslandInputMakers() { return {}; }

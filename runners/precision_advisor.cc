@@ -205,11 +205,12 @@ struct Step {
   std::string stop;  // why it stops, when it does
 };
 
-// Whether `after` left a finite FAIL where `before` had it: the worst PSNR moved by less
-// than 0.1 dB. An island that does so did not reach the error's cause.
+// Whether `after` left a finite FAIL (or BROKEN_FRAMES: frames frozen, black) where
+// `before` had it: the same status, the worst PSNR moved by less than 0.1 dB. An island
+// that does so did not reach the error's cause.
 bool Unmoved(const CellResult* before, const CellResult& after) {
-  if (before == nullptr || !before->metrics || !after.metrics || before->status != CellStatus::kFail ||
-      after.status != CellStatus::kFail) {
+  const bool finite = after.status == CellStatus::kFail || after.status == CellStatus::kBrokenFrames;
+  if (before == nullptr || !before->metrics || !after.metrics || before->status != after.status || !finite) {
     return false;
   }
   const double a = before->metrics->video.min_psnr, b = after.metrics->video.min_psnr;
@@ -245,19 +246,24 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
     // Covered and failing for the same cause: wider. An op that still makes a NaN/Inf in
     // FP32 may take a value that overflowed where an island's output re-entered the
     // reduced dtype (x300 kept in FP32 by an island, cast to FP16 by the residual add
-    // after it): its module takes that boundary inside. A module island that left a finite
-    // error where it was took its input rounded where it was made (an offset added before a
-    // norm): first the ops that made its inputs join it (no weights), then the parent.
-    const Islands makers = unmoved ? NewInputMakers(base, islands, failed) : Islands();
+    // after it): its module takes that boundary inside. A module island (or an op island
+    // at a root, whose module is the whole denoiser or decoder) that left a finite error
+    // (or broken frames) where it was took its input rounded where it was made (an offset
+    // added before a norm, or before the subtraction that takes it out again): first the
+    // ops that made its inputs join it (no weights), then the parent.
+    // An op island widens to its module first, unless that is a whole root module.
+    auto covering = std::find_if(next.begin(), next.end(),
+                                 [&](const std::string& island) { return Covers(base, {island}, c); });
+    const bool widens_to_root = covering != next.end() && IsOpIslandEntry(*covering) &&
+                                ParentModule(ModuleOfIslandEntry(*covering)) == "*";
+    const bool makers_first =
+        unmoved && (covering == next.end() || !IsOpIslandEntry(*covering) || widens_to_root);
+    const Islands makers = makers_first ? NewInputMakers(base, islands, failed) : Islands();
     if (!makers.empty()) {
       next.insert(next.end(), makers.begin(), makers.end());
-    } else {
-      for (std::string& island : next) {
-        if (!Covers(base, {island}, c)) continue;
-        island = Wider(island);
-        if (island.empty()) return {{}, "the next island would be the whole model"};
-        break;
-      }
+    } else if (covering != next.end()) {
+      *covering = Wider(*covering);
+      if (covering->empty()) return {{}, "the next island would be the whole model"};
     }
   }
   next = Normalized(base, next);

@@ -37,6 +37,11 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  +-60000 and adds half of it IN PLACE (`big += big * 0.5`): +-90000, past
                  FP16's 65504, stored as Inf by a real FP16 run, then a GroupNorm that would
                  take the scale out in float32 gives NaN; finite in BF16.
+  offset-motion  buffer-table's denoiser; the decoder's own forward splits its latents into
+                 the clip mean and the motion, adds +32768 to the motion and subtracts it
+                 again: exact in FP32, but BF16 (spacing 256 there) rounds the motion away:
+                 frozen frames. The subtraction in FP32 alone still takes the rounded sum:
+                 the add that makes it has to join it, not the whole decoder.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -240,11 +245,19 @@ class Decoder(nn.Module):
         return torch.tanh(self.conv(up))
 
 
-def write(out_dir, name, denoiser, traced=False, frozen=False):
+class MotionOffsetDecoder(Decoder):
+    def forward(self, z):
+        static = z.mean(dim=2, keepdim=True)
+        motion = (z - static + 32768.0) - 32768.0
+        up = torch.nn.functional.interpolate(static + motion, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(self.conv(up))
+
+
+def write(out_dir, name, denoiser, traced=False, frozen=False, decoder_class=None):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
     torch.manual_seed(7)
-    decoder = Decoder().eval()
+    decoder = (decoder_class or Decoder)().eval()
     for m in (denoiser, decoder):
         for p in m.parameters():
             p.requires_grad_(False)
@@ -278,6 +291,8 @@ def main():
     write(out_dir, "float32-mask", Float32MaskDenoiser())
     torch.manual_seed(3)
     write(out_dir, "inplace-sum", InPlaceSumDenoiser())
+    torch.manual_seed(3)
+    write(out_dir, "offset-motion", TableDenoiser(plain=False), decoder_class=MotionOffsetDecoder)
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

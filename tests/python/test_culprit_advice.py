@@ -39,7 +39,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask", "frozen-table", "inplace-sum"):
+                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -136,6 +136,21 @@ def test_advise_keeps_the_op_that_makes_a_norms_input_with_it_not_the_whole_pare
     tried = [run_["islands"] for run_ in advice["runs"]]
     assert ["denoiser.norm"] in tried and ["denoiser"] not in tried
     assert tried.count(["denoiser.norm"]) == 1  # shrinking does not run a failed set again
+
+
+def test_advise_keeps_the_op_that_makes_an_op_islands_input_with_it_for_broken_frames(packages, tmp_path):
+    """offset-motion's frames freeze under bf16 where the decoder's own forward adds +32768 to
+    the motion and subtracts it. The subtraction alone in FP32 leaves the frames frozen: the
+    add that made its input joins it (no weights). Before, only a module island's input
+    makers joined, for a finite FAIL only, and the advice was the whole decoder."""
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", packages / "offset-motion", "--policy", "bf16", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    advice = json.loads(out.read_text())
+    assert advice["status_before"] == "BROKEN_FRAMES" and advice["status_after"] == "PASS", advice["runs"]
+    assert set(advice["islands"]) == {"decoder:aten::add", "decoder:aten::sub"}, advice["runs"]
+    assert ["decoder"] not in [run_["islands"] for run_ in advice["runs"]]
 
 
 def test_an_op_island_on_a_scripted_norm_casts_its_weight_with_its_input(packages, tmp_path):
