@@ -9,9 +9,9 @@
 //     float16 (overflow to Inf, underflow to 0, 10-bit mantissa) exactly when a real FP16
 //     run would hold it in FP16; values the model keeps in float32 (a sinusoid from
 //     t.float() and arange) stay exact; what an in-place op writes (h += x) is rounded
-//     in place. A weighted op whose input would be float32 and
-//     weight FP16 (or the reverse), or a matrix product of two activations of two dtypes
-//     (float32 probs @ FP16 v), raises the dtype error a real run raises. Not emulated:
+//     in place. A weighted op whose input would be float32 and weight FP16 (or the
+//     reverse), or a matrix product of two activations of two dtypes (float32 probs @
+//     FP16 v), raises the dtype error a real run raises. Not emulated:
 //     the accumulation order and width inside an op (matmul, conv, sums and softmax
 //     accumulate in float32 as the CPU kernels do), and a dtype the model reads at run
 //     time from a tensor it did not receive (x.dtype of a value built inside: float32
@@ -70,9 +70,9 @@ class PackageObserver : public GraphObserver {
   }
   // The ops (as op island entries, "decoder.out_mix:aten::add") outside any island whose
   // outputs (or views or copies of them) entered an FP32 module island from a caller
-  // outside it, or an op island's op (EnterIsland), first seen first, since the last call; then forgets them.
-  // An island that takes its input rounded where it was made (an offset added before a norm) needs that op in
-  // FP32 with it.
+  // outside it, or an op island's op (EnterIsland), first seen first, since the last
+  // call; then forgets them. An island that takes its input rounded where it was made (an
+  // offset added before a norm) needs that op in FP32 with it.
   std::vector<std::string> TakeIslandInputMakers() { return std::move(island_input_makers_); }
 
   void set_step(int step) { step_ = step; }

@@ -250,8 +250,8 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
     // at a root, whose module is the whole denoiser or decoder) that left a finite error
     // (or broken frames) where it was took its input rounded where it was made (an offset
     // added before a norm, or before the subtraction that takes it out again): first the
-    // ops that made its inputs join it (no weights), then the parent.
-    // An op island widens to its module first, unless that is a whole root module.
+    // ops that made its inputs join it (no weights), then the parent. Any other op island
+    // widens to its module first.
     auto covering = std::find_if(next.begin(), next.end(),
                                  [&](const std::string& island) { return Covers(base, {island}, c); });
     const bool widens_to_root = covering != next.end() && IsOpIslandEntry(*covering) &&

@@ -222,13 +222,7 @@ class Float32MaskDenoiser(nn.Module):
         return self.conv_out(h + (probs @ v).transpose(1, 2).reshape(b, c, f, hh, ww))
 
 
-class InPlaceSumDenoiser(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv_in = nn.Conv3d(4, 8, 1)
-        self.norm = nn.GroupNorm(2, 8)
-        self.conv_out = nn.Conv3d(8, 4, 1)
-
+class InPlaceSumDenoiser(DriftNormDenoiser):
     def forward(self, x, t, cond):
         big = self.conv_in(x).clamp(-1.0, 1.0) * 60000.0
         big += big * 0.5
