@@ -135,7 +135,14 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
   try {
     torch::jit::Module module = torch::jit::load(path, c10::Device(c10::kCPU));
     module.eval();
-    module.to(at::kFloat);
+    // Floating parameters and buffers only, as Python's Module.to(dtype): LibTorch's
+    // Module::to(dtype) converts integer buffers too (a Swin relative-position index).
+    for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+      if (p.value.is_floating_point()) p.value.set_data(p.value.to(at::kFloat));
+    }
+    for (const auto& b : module.named_buffers(/*recurse=*/true)) {
+      if (b.value.is_floating_point()) b.value.set_data(b.value.to(at::kFloat));
+    }
     std::unique_ptr<GraphInstrumentation> instrumentation = GraphInstrumentation::Instrument(
         module, root, policy.attention_backend.empty() ? SdpaKernel::kDecomposed : SdpaKernel::kKept);
     return InstrumentedModule{root, std::move(module), std::move(instrumentation)};

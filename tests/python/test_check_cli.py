@@ -240,3 +240,58 @@ def test_a_policy_that_changes_the_frames_shape_is_that_cells_error(tmp_path):
     assert bf16["reason"] == ("shape_mismatch: frames [3, 8, 8, 3] where the golden and this model in "
                               "FP32 have [4, 8, 8, 3] (in decoder.pick)"), bf16["reason"]
     assert bf16["error_module"] == "decoder.pick"
+
+
+def write_relative_position_package(path):
+    """A package whose attention adds a Swin-style relative position bias, gathered from
+    a table by an int64 index buffer."""
+    import torch
+    from torch import nn
+
+    class Denoiser(nn.Module):
+        def __init__(self, channels=4, tokens=128):
+            super().__init__()
+            self.qkv = nn.Linear(channels, 3 * channels)
+            self.out = nn.Linear(channels, channels)
+            self.table = nn.Parameter(0.3 * torch.randn(2 * tokens - 1))
+            pos = torch.arange(tokens)
+            self.register_buffer("index", pos[:, None] - pos[None, :] + tokens - 1)
+
+        def forward(self, x, t, cond):
+            b, c, f, h, w = x.shape
+            tokens = x.flatten(2).transpose(1, 2)
+            q, k, v = self.qkv(tokens).chunk(3, dim=-1)
+            scores = q @ k.transpose(1, 2) / 2.0 + self.table[self.index]
+            y = self.out(scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, c, f, h, w)
+            return 0.3 * y + 0.0 * (t.sum() + cond.sum()).to(x.dtype)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 3, 1)
+
+        def forward(self, z):
+            return torch.tanh(self.proj(z))
+
+    torch.manual_seed(0)
+    path.mkdir()
+    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
+    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
+    (path / "model.toml").write_text(
+        'name = "relative-position"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
+        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+
+
+def test_an_integer_buffer_keeps_its_dtype_under_every_policy(tmp_path):
+    # LibTorch's Module::to(dtype) would turn the int64 index into float32 ("tensors used
+    # as indices must be long"); Python's Module.to leaves it, and so does framegate.
+    package = tmp_path / "pkg"
+    write_relative_position_package(package)
+    goldens = tmp_path / "golden"
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    made = run("golden", "make", *common)
+    assert made.returncode == 0, made.stdout + made.stderr
+    r = run("check", *common, "--policy", "fp32,bf16,fp16-emulated,fp8e4m3-bf16", "--json", "-")
+    assert r.returncode == 0, r.stdout + r.stderr
+    statuses = [c["status"] for c in json.loads(r.stdout)["cells"]]
+    assert statuses == ["PASS"] * 4, r.stdout
