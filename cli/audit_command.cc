@@ -27,12 +27,12 @@ int RunAudit(const AuditOptions& o) {
   for (const WeightDtypeFinding& f : audit->weights)
     std::cout << "  " << f.name << ": " << f.actual << ", policy wants " << f.expected << "\n";
   if (audit->traced) {
-    std::cout << "modules whose input dtype differs from their weights (one traced step): "
+    std::cout << "modules whose input dtype differs from their weights (one traced step and decode): "
               << audit->inputs.size() << "\n";
     for (const DtypeMismatch& m : audit->inputs)
       std::cout << "  " << m.module << ": input " << DtypeName(m.input) << ", weight " << DtypeName(m.weight)
                 << "\n";
-    if (audit->step_error) std::cout << "traced step failed: " << audit->step_error->Reason() << "\n";
+    if (audit->step_error) std::cout << "traced run failed: " << audit->step_error->Reason() << "\n";
     if (!audit->observed.empty()) std::cout << "watched: " << audit->observed << "\n";
   } else {
     std::cout << "NOT traced: only the stored weights were checked\n";

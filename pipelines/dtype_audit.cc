@@ -8,8 +8,10 @@
 namespace framegate {
 namespace {
 
-// One traced step: the denoiser on the seed's inputs at the first timestep, every module
-// (and, in a package, every op with a weight) whose input dtype differs from its weight's.
+// One traced step and one decode: the denoiser on the seed's inputs at the first
+// timestep, then the decoder on the seed's noise as latents (after a denoiser that raised
+// too); every module (and, in a package, every op with a weight) whose input dtype
+// differs from its weight's. step_error is the first that raised.
 void TraceOneStep(VideoModel& model, DtypeAudit* audit) {
   audit->traced = true;
   model.SetMismatchLog(&audit->inputs);
@@ -21,6 +23,12 @@ void TraceOneStep(VideoModel& model, DtypeAudit* audit) {
                        in.cond.to(opts));
   } catch (const std::exception& e) {
     audit->step_error = ClassifyModelError(e.what(), model);
+  }
+  try {
+    model.BeginStep(-1);
+    model.Decode(in.noise.to(opts));
+  } catch (const std::exception& e) {
+    if (!audit->step_error) audit->step_error = ClassifyModelError(e.what(), model);
   }
   model.SetMismatchLog(nullptr);
 }

@@ -23,10 +23,10 @@ struct WeightDtypeFinding {
 
 struct DtypeAudit {
   std::vector<WeightDtypeFinding> weights;    // before running
-  std::vector<DtypeMismatch> inputs;          // during one traced step
-  std::optional<ClassifiedError> step_error;  // the traced step raised
-  bool traced = false;                        // one denoiser step ran with every input dtype watched
-  std::string observed;                       // packages: what the instrumentation saw (ObservedSummary)
+  std::vector<DtypeMismatch> inputs;          // during the traced step and decode
+  std::optional<ClassifiedError> step_error;  // the traced step or decode raised (the first)
+  bool traced = false;   // one denoiser step and one decode ran, every input dtype watched
+  std::string observed;  // packages: what the instrumentation saw (ObservedSummary)
   bool Clean() const { return weights.empty() && inputs.empty() && !step_error; }
 };
 

@@ -256,6 +256,18 @@ void PlanDtypeArgument(const c10::FunctionSchema& schema, NodePlan& plan) {
   }
 }
 
+// Sets site.fill_constant from the Scalar argument "value" of a fill (masked_fill with a
+// number, fill_) when it is a graph constant.
+void PlanFillConstant(const c10::FunctionSchema& schema, NodePlan& plan) {
+  const std::string& op = plan.site.op;
+  if (op != "aten::masked_fill" && op != "aten::masked_fill_" && op != "aten::fill_") return;
+  const c10::optional<int> index = schema.argumentIndexWithName("value");
+  if (!index || static_cast<size_t>(*index) >= plan.node->inputs().size()) return;
+  const c10::optional<c10::IValue> value = jit::toIValue(plan.node->input(static_cast<size_t>(*index)));
+  if (value && value->isDouble()) plan.site.fill_constant = value->toDouble();
+  if (value && value->isInt()) plan.site.fill_constant = static_cast<double>(value->toInt());
+}
+
 // Plans a `before` on each tensor element of the lists (built by prim::ListConstruct)
 // the node consumes.
 void PlanListElements(NodePlan& plan) {
@@ -312,6 +324,7 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
     }
   }
   PlanDtypeArgument(*schema, plan);
+  PlanFillConstant(*schema, plan);
   PlanListElements(plan);
   return plan;
 }

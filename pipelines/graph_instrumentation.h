@@ -63,6 +63,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,10 @@ struct GraphSite {
   enum class DtypeArgument { kNone, kConstant, kDynamic };
   DtypeArgument dtype_argument = DtypeArgument::kNone;
   c10::ScalarType dtype_constant = c10::ScalarType::Undefined;
+  // kOp only: the constant number aten::masked_fill / masked_fill_ / fill_ writes (-1e9,
+  // float('-inf'), a trace's baked torch.finfo(torch.float32).min); absent when the value
+  // is computed at run time or the op is another.
+  std::optional<double> fill_constant;
 };
 
 // Input indices of `before` calls that are not the node's own inputs:

@@ -1,7 +1,10 @@
 #include "pipelines/package_observer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
+
+#include <c10/util/StringUtil.h>
 
 #include "pipelines/op_islands.h"
 
@@ -51,6 +54,24 @@ void RaiseMixedOperandError(const std::string& op, const WeightedOp& weighted, i
   } else {
     at::mm(a, b);
   }
+}
+
+// A fill's constant number written into an FP16 tensor: LibTorch converts it checked and
+// raises where it is finite and out of FP16's range (masked_fill(mask, -1e9)); an infinity
+// fits.
+void RaiseIfFillOverflowsHalf(double value) {
+  if (!std::isfinite(value) || std::abs(value) <= 65504.0) return;
+  throw std::runtime_error(
+      "value cannot be converted to type at::Half without overflow (FP16 emulation: a real "
+      "FP16 run raises this; the fill value " +
+      c10::str(value) + ")");
+}
+
+// The input index of a norm's affine weight; -1 for any other op.
+int NormWeightInput(const std::string& op) {
+  if (op == "aten::group_norm" || op == "aten::layer_norm") return 2;
+  if (op == "aten::batch_norm" || op == "aten::instance_norm") return 1;
+  return -1;
 }
 
 // aten::empty and its kin: an output whose values are whatever the allocator held.
@@ -113,6 +134,10 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     return value;
   }
   if (site.kind == GraphSite::Kind::kOp) {
+    if (policy_.emulate_fp16 && input_index == 0 && site.fill_constant && RunDtypeOf(value) == at::kHalf)
+      RaiseIfFillOverflowsHalf(*site.fill_constant);
+    if (policy_.emulate_fp16 && value.defined() && value.is_floating_point())
+      AuditNormDtypes(path, site, input_index, RunDtypeOf(value));
     // An in-place op's result keeps its input 0's dtype, whatever the others' are.
     if (policy_.emulate_fp16 && !site.in_place) would_be_.AddInput(site, input_index, value);
     if (input_index == kListElementInput && site.op == "aten::einsum")
@@ -279,6 +304,22 @@ at::Tensor PackageObserver::EnterRoot(const std::string& root, const at::Tensor&
 at::Tensor PackageObserver::LeaveRoot(const std::string& root, const at::Tensor& value) {
   if (!IsFloat32(value) || !policy_.InFp32Module(root)) return value;
   return policy_.emulate_fp16 ? Emulate(value, would_be_.reduced(), false) : value.to(policy_.compute);
+}
+
+void PackageObserver::AuditNormDtypes(const std::string& path, const GraphSite& site, int input_index,
+                                      c10::ScalarType dtype) {
+  const int weight = NormWeightInput(site.op);
+  if (weight < 0) return;
+  if (input_index == 0) {
+    pending_ = PendingOp{&site, dtype};
+    return;
+  }
+  if (input_index != weight || pending_.site != &site) return;
+  const PendingOp op = pending_;
+  pending_ = PendingOp{};
+  if (op.input != at::kFloat || dtype != would_be_.reduced()) return;
+  if (mismatch_log_ != nullptr) mismatch_log_->push_back({path + " (" + site.op + ")", op.input, dtype});
+  throw std::runtime_error(EmulatedOperandsDtypeErrorText(op.input, dtype));
 }
 
 void PackageObserver::AuditOperandDtypes(const std::string& path, const GraphSite& site, int input_index,

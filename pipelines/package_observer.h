@@ -108,6 +108,12 @@ class PackageObserver : public GraphObserver {
   // One operand of a weighted op, or of a product of two activations under the emulation,
   // with its run dtype: once both are seen, two dtypes raise what a real run raises (and
   // a weighted op's go to the dtype audit's log).
+  // A norm's input and its affine weight (group_norm, layer_norm, batch_norm,
+  // instance_norm), under the emulation: a float32 input to an FP16 weight raises what a
+  // real run raises (CPU and CUDA; an FP16 input to a float32 weight is CUDA's mixed-type
+  // path, allowed).
+  void AuditNormDtypes(const std::string& path, const GraphSite& site, int input_index,
+                       c10::ScalarType dtype);
   void AuditOperandDtypes(const std::string& path, const GraphSite& site, int input_index,
                           c10::ScalarType dtype);
   // The dtype `value` has in the run this one stands for: its would-be dtype under FP16

@@ -165,6 +165,46 @@ def forward(self, t, x):
   EXPECT_EQ(m.instrumentation->last_op(), "aten::linear");
 }
 
+// A norm's affine weight: a float32 input (a hand-written norm whose float32 eps made the
+// stream float32) to an FP16 GroupNorm raises as a real FP16 run does; the FP16 input
+// does not.
+TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToAnFp16NormWeight) {
+  const std::string source = R"JIT(
+def forward(self, t, x):
+    h = x * (t.float() + 1.0) if t.sum() > 0 else x
+    return torch.group_norm(h, 2, self.w[0], self.w[1])
+)JIT";
+  Emulated m(source);
+  const std::string error = m.ErrorOf({torch::full({1}, 3.0), torch::randn({1, 8})}, 0);
+  EXPECT_NE(error.find("expected scalar type Float but found Half"), std::string::npos) << error;
+  EXPECT_EQ(m.instrumentation->last_op(), "aten::group_norm");
+  Emulated fp16_input(source);
+  EXPECT_EQ(fp16_input.ErrorOf({torch::full({1}, -3.0), torch::randn({1, 8})}, -1), "");
+}
+
+// A fill's constant out of FP16's range (masked_fill(mask, -1e9)) raises in a real FP16
+// run, where the emulation would only have rounded it to -Inf; an infinity fills.
+TEST(PackageObserverTest, Fp16EmulationRaisesWhereAFillConstantOverflowsFp16) {
+  Emulated overflow(R"JIT(
+def forward(self, x):
+    return torch.linear(x, self.w).masked_fill(x[:, :4] > 0, -1000000000.0)
+)JIT");
+  const std::string error = overflow.ErrorOf({torch::randn({2, 8})}, -1);
+  EXPECT_NE(error.find("value cannot be converted to type at::Half without overflow"), std::string::npos)
+      << error;
+  EXPECT_EQ(overflow.instrumentation->last_op(), "aten::masked_fill");
+  Emulated infinity(R"JIT(
+def forward(self, x):
+    return torch.linear(x, self.w).masked_fill(x[:, :4] > 0, float('-inf'))
+)JIT");
+  EXPECT_EQ(infinity.ErrorOf({torch::randn({2, 8})}, -1), "");
+  Emulated float32(R"JIT(
+def forward(self, x):
+    return torch.linear(x, self.w).float().masked_fill(x[:, :4] > 0, -1000000000.0)
+)JIT");
+  EXPECT_EQ(float32.ErrorOf({torch::randn({2, 8})}, -1), "");
+}
+
 // The same for a transposed convolution (ConvTranspose1d/2d/3d): its weight is operand 1.
 TEST(PackageObserverTest, Fp16EmulationRaisesTheDtypeErrorOfAFloat32InputToAnFp16TransposedConvolution) {
   Emulated m(R"JIT(

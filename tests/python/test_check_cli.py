@@ -295,3 +295,58 @@ def test_an_integer_buffer_keeps_its_dtype_under_every_policy(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     statuses = [c["status"] for c in json.loads(r.stdout)["cells"]]
     assert statuses == ["PASS"] * 4, r.stdout
+
+
+def write_float32_decoder_package(path):
+    """A package whose decoder multiplies by a plain float32 tensor attribute (not a
+    buffer: module.to(dtype) leaves it), so that its GroupNorm takes a float32 input
+    against 16-bit weights, as a real 16-bit run raises."""
+    import torch
+    from torch import nn
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 4, 1)
+
+        def forward(self, x, t, cond):
+            return 0.3 * self.proj(x) + 0.0 * (t.sum() + cond.sum()).to(x.dtype)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 8, 1)
+            self.gain = torch.tensor([1.5])
+            self.norm = nn.GroupNorm(2, 8)
+            self.out = nn.Conv3d(8, 3, 1)
+
+        def forward(self, z):
+            return torch.tanh(self.out(self.norm(self.proj(z) * self.gain)))
+
+    torch.manual_seed(0)
+    path.mkdir()
+    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
+    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
+    (path / "model.toml").write_text(
+        'name = "float32-decoder"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
+        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+
+
+def test_a_float32_input_to_a_16_bit_norm_is_a_dtype_error_the_audit_finds_in_the_decoder(tmp_path):
+    package = tmp_path / "pkg"
+    write_float32_decoder_package(package)
+    goldens = tmp_path / "golden"
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    assert run("golden", "make", *common).returncode == 0
+    r = run("check", *common, "--policy", "fp32,bf16,fp16-emulated", "--json", "-")
+    assert r.returncode == 1, r.stdout + r.stderr
+    cells = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
+    assert cells["fp32"]["status"] == "PASS"
+    for policy in ("bf16", "fp16-emulated"):  # the emulation raises what a real FP16 run raises
+        cell = cells[policy]
+        assert cell["status"] == "ERROR" and cell["error_class"] == "dtype_mismatch", cell
+        assert (cell["error_module"], cell["error_op"]) == ("decoder.norm", "aten::group_norm"), cell
+    for policy in ("bf16", "fp16-emulated"):  # the audit decodes too
+        r = run("audit", "--model", str(package), "--policy", policy, "--threads", "1")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "traced run failed: dtype_mismatch" in r.stdout and "(in decoder.norm, aten::group_norm)" in r.stdout
