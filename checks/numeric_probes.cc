@@ -92,7 +92,21 @@ void NumericProbes::Observe(const std::string& module, int step, const at::Tenso
                             c10::ScalarType limits, const std::string& op) {
   const DtypeLimits lim = LimitsOf(limits);
   const RangeScan scan = Scan(value, lim);
-  if (scan.nonfinite.any() && !first_.found) first_ = {true, step, module, op, scan.nonfinite};
+  bool excused = false;  // as non-finite in the FP32 run: written on purpose
+  if (keep_nonfinite_ || fp32_nonfinite_ != nullptr) {
+    const std::string at_step = module + "|" + op + "@" + std::to_string(step);
+    const std::string key = at_step + "#" + std::to_string(all_occurrences_[at_step]++);
+    if (keep_nonfinite_ && scan.nonfinite.any()) nonfinite_by_output_[key] = scan.nonfinite;
+    if (scan.nonfinite.any() && fp32_nonfinite_ != nullptr) {
+      const auto fp32 = fp32_nonfinite_->nonfinite_by_output_.find(key);
+      excused = fp32 != fp32_nonfinite_->nonfinite_by_output_.end() &&
+                scan.nonfinite.nan <= fp32->second.nan && scan.nonfinite.inf <= fp32->second.inf;
+    }
+  }
+  if (scan.nonfinite.any() && !first_.found) {
+    FirstNonfinite& first = excused ? first_excused_ : first_;
+    if (!first.found) first = {true, step, module, op, scan.nonfinite};
+  }
   if (op.empty() && (keep_outputs_ || reference_ != nullptr)) {
     const std::string key = OutputKey(module, step);
     const at::Tensor x = value.detach().to(at::kFloat);

@@ -36,7 +36,15 @@ class NumericProbes {
   // its sqnr_db. `reference` must outlive the observed run.
   void CompareWith(const NumericProbes* reference) { reference_ = reference; }
 
-  const FirstNonfinite& first_nonfinite() const { return first_; }
+  // This run is the cell's FP32 run: keep the NaN/Inf counts of every non-finite output
+  // (module or op), keyed by (step, module, op, occurrence in that step).
+  void KeepNonfiniteOutputs() { keep_nonfinite_ = true; }
+  // A non-finite output whose key held at least as many NaN and Inf in `fp32` is what the
+  // model writes on purpose (a -inf attention mask, a causal mask built with full(-inf)):
+  // not the first non-finite (unless every one was). `fp32` must outlive the observed run.
+  void ExcuseNonfiniteOf(const NumericProbes* fp32) { fp32_nonfinite_ = fp32; }
+
+  const FirstNonfinite& first_nonfinite() const { return first_.found ? first_ : first_excused_; }
   // Up to `n` modules, least headroom first (ties: more overflow first, then by name).
   std::vector<ModuleProbe> LeastHeadroom(size_t n) const;
   // Every module observed, in no particular order.
@@ -55,11 +63,16 @@ class NumericProbes {
 
   bool ranges_;
   FirstNonfinite first_;
+  FirstNonfinite first_excused_;  // the first non-finite the FP32 run had too
   std::map<std::string, Range> ranges_by_module_;
   bool keep_outputs_ = false;
   const NumericProbes* reference_ = nullptr;
-  std::map<std::string, int> occurrences_;     // "module@step" -> outputs seen
-  std::map<std::string, at::Tensor> outputs_;  // "module@step#k" -> float32 copy
+  std::map<std::string, int> occurrences_;  // "module@step" -> outputs seen
+  bool keep_nonfinite_ = false;
+  const NumericProbes* fp32_nonfinite_ = nullptr;
+  std::map<std::string, int> all_occurrences_;                 // "module|op@step" -> outputs seen
+  std::map<std::string, NonfiniteCount> nonfinite_by_output_;  // "module|op@step#k" -> counts
+  std::map<std::string, at::Tensor> outputs_;                  // "module@step#k" -> float32 copy
   std::map<std::string, ErrorSums> errors_by_module_;
 };
 

@@ -46,5 +46,36 @@ TEST(NumericProbesTest, WithoutRangesOnlyLocalises) {
   EXPECT_EQ(probes.first_nonfinite().step, 3);
 }
 
+// A -inf attention mask the FP32 run writes too is not where a failure started: the first
+// non-finite is the first output with more NaN or Inf than the FP32 run had at that (step,
+// module, op, occurrence); when every one was in FP32 too, the first of them.
+TEST(NumericProbesTest, NonfiniteValuesTheFp32RunWritesTooAreNotTheFirst) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const at::Tensor mask = at::tensor({0.0f, -inf});
+  NumericProbes fp32(/*ranges=*/false);
+  fp32.KeepNonfiniteOutputs();
+  fp32.Observe("blocks.0.cross", 0, mask, c10::kFloat, "aten::masked_fill");
+  fp32.Observe("blocks.3.ff", 0, at::ones({2}), c10::kFloat, "aten::linear");
+
+  NumericProbes policy(/*ranges=*/false);
+  policy.ExcuseNonfiniteOf(&fp32);
+  policy.Observe("blocks.0.cross", 0, mask, c10::kHalf, "aten::masked_fill");
+  policy.Observe("blocks.3.ff", 0, at::tensor({inf, 1.0f}), c10::kHalf, "aten::linear");
+  ASSERT_TRUE(policy.first_nonfinite().found);
+  EXPECT_EQ(policy.first_nonfinite().module, "blocks.3.ff");
+  EXPECT_EQ(policy.first_nonfinite().op, "aten::linear");
+
+  NumericProbes more_than_fp32(/*ranges=*/false);  // the mask's op now also overflows
+  more_than_fp32.ExcuseNonfiniteOf(&fp32);
+  more_than_fp32.Observe("blocks.0.cross", 0, at::tensor({inf, -inf}), c10::kHalf, "aten::masked_fill");
+  EXPECT_EQ(more_than_fp32.first_nonfinite().module, "blocks.0.cross");
+
+  NumericProbes only_fp32s(/*ranges=*/false);
+  only_fp32s.ExcuseNonfiniteOf(&fp32);
+  only_fp32s.Observe("blocks.0.cross", 0, mask, c10::kHalf, "aten::masked_fill");
+  ASSERT_TRUE(only_fp32s.first_nonfinite().found);
+  EXPECT_EQ(only_fp32s.first_nonfinite().module, "blocks.0.cross");
+}
+
 }  // namespace
 }  // namespace framegate

@@ -333,13 +333,25 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   // With probes, each module output is also compared with the same cell's FP32 run
   // (SQNR), so that a FAIL without NaN says where the error grows.
   NumericProbes fp32_outputs(/*ranges=*/false);
-  if (options.probes && spec.policy.name != Fp32Policy().name) {
+  const bool is_fp32 = spec.policy.name == Fp32Policy().name;
+  // The same cell's FP32 run, watched: its outputs for SQNR and where it writes NaN/Inf
+  // itself (a -inf mask), which the first non-finite under the policy is not.
+  const auto run_fp32_watched = [&]() -> Status {
     PipelineSpec fp32 = spec;
     fp32.policy = Fp32Policy();
-    fp32_outputs.KeepOutputsForSqnr();
+    fp32_outputs.KeepNonfiniteOutputs();
     StatusOr<PipelineOutcome> reference = RunPipeline(fp32, watch(fp32_outputs), nullptr, models);
     if (!reference.ok()) return reference.status();
-    if (reference->kind == RunEnd::kFinished) probes.CompareWith(&fp32_outputs);
+    if (reference->kind == RunEnd::kFinished) {
+      probes.CompareWith(&fp32_outputs);
+      probes.ExcuseNonfiniteOf(&fp32_outputs);
+    }
+    return Status::Ok();
+  };
+  if (options.probes && !is_fp32) {
+    fp32_outputs.KeepOutputsForSqnr();
+    const Status ran = run_fp32_watched();
+    if (!ran.ok()) return ran;
   }
   std::vector<NonfiniteCount> step_counts;
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
@@ -383,6 +395,13 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     if (!result.first_nonfinite.found &&
         (result.health.first_nonfinite_step >= 0 || result.health.decoded.any())) {
       NumericProbes localise(/*ranges=*/false);  // same inputs, same result on the CPU
+      if (!is_fp32) {
+        if (!options.probes) {
+          const Status ran = run_fp32_watched();
+          if (!ran.ok()) return ran;
+        }
+        localise.ExcuseNonfiniteOf(&fp32_outputs);
+      }
       StatusOr<PipelineOutcome> again = RunPipeline(spec, watch(localise), nullptr, models);
       if (!again.ok()) return again.status();
       result.first_nonfinite = localise.first_nonfinite();
