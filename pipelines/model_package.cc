@@ -65,7 +65,7 @@ class TorchScriptModel : public VideoModel {
   at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t, const at::Tensor& cond) override {
     return Forward(denoiser_, {x, t, cond});
   }
-  // z [B, C, T, h, w] -> [B, 3, T, H, W].
+  // z [B, C, T, h, w] -> [B, 3, F, H, W] (F frames: T, or more where the VAE upsamples in time).
   at::Tensor Decode(const at::Tensor& z) override {
     observer_.set_step(step_ = -1);
     return Forward(decoder_, {z});
@@ -203,10 +203,11 @@ Status CheckContract(const std::string& dir, TorchScriptModel& model, const Late
     return Status::InvalidInput(dir + "/decoder.pt: forward(z) failed in float32: " +
                                 ClassifyError(e.what(), model.CurrentModule()).Reason());
   }
-  if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 || frames.size(2) != g.frames ||
+  // Any number of frames: a causal video VAE upsamples in time (T latent frames to 4T+1).
+  if (frames.dim() != 5 || frames.size(0) != 1 || frames.size(1) != 3 || frames.size(2) < 1 ||
       frames.scalar_type() != at::kFloat) {
     return Status::InvalidInput(dir + "/decoder.pt: output " + ShapeDtypeString(frames) +
-                                " is not shape [1, 3, " + std::to_string(g.frames) + ", H, W] dtype Float");
+                                " is not shape [1, 3, frames, H, W] dtype Float");
   }
   return Status::Ok();
 }

@@ -24,7 +24,8 @@ class VideoModel {
   // Predicted noise for latents x [B, C, T, h, w] (latent_dtype) at timesteps t [B]
   // (float32) under conditioning cond [B, L, D] (latent_dtype). Returns [B, C, T, h, w].
   virtual at::Tensor PredictNoise(const at::Tensor& x, const at::Tensor& t, const at::Tensor& cond) = 0;
-  // Decodes latents z [B, C, T, h, w] into RGB video [B, 3, T, H, W], nominally in [-1, 1].
+  // Decodes latents z [B, C, T, h, w] into RGB video [B, 3, F, H, W], nominally in [-1, 1]
+  // (F = T, or more where a package's VAE upsamples in time).
   virtual at::Tensor Decode(const at::Tensor& z) = 0;
   // The sampler step about to run (0-based; -1 for the decode), for observers.
   virtual void BeginStep(int /*step*/) {}

@@ -350,3 +350,49 @@ def test_a_float32_input_to_a_16_bit_norm_is_a_dtype_error_the_audit_finds_in_th
         r = run("audit", "--model", str(package), "--policy", policy, "--threads", "1")
         assert r.returncode == 1, r.stdout + r.stderr
         assert "traced run failed: dtype_mismatch" in r.stdout and "(in decoder.norm, aten::group_norm)" in r.stdout
+
+
+def write_time_upsampling_package(path):
+    """A package whose decoder upsamples in time, as causal video VAEs do: 2 latent frames
+    decode to 4 + 1."""
+    import torch
+    from torch import nn
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 4, 1)
+
+        def forward(self, x, t, cond):
+            return 0.3 * self.proj(x) + 0.0 * (t.sum() + cond.sum()).to(x.dtype)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 3, 1)
+
+        def forward(self, z):
+            h = self.proj(torch.nn.functional.interpolate(z, scale_factor=(2.0, 2.0, 2.0), mode="nearest"))
+            return torch.tanh(torch.cat([h[:, :, :1], h], dim=2))
+
+    torch.manual_seed(0)
+    path.mkdir()
+    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
+    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
+    (path / "model.toml").write_text(
+        'name = "time-upsampling"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
+        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+
+
+def test_a_decoder_that_upsamples_in_time_is_checked_on_all_its_frames(tmp_path):
+    package = tmp_path / "pkg"
+    write_time_upsampling_package(package)
+    goldens = tmp_path / "golden"
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    made = run("golden", "make", *common)
+    assert made.returncode == 0, made.stdout + made.stderr
+    r = run("check", *common, "--policy", "fp32,bf16", "--json", "-")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cells = json.loads(r.stdout)["cells"]
+    assert [c["status"] for c in cells] == ["PASS", "PASS"], r.stdout
+    assert all(len(c["health"]["frames"]) == 5 for c in cells), cells[0]["health"]
