@@ -27,6 +27,11 @@ constexpr int kRadius = 5;
 constexpr int kTaps = 2 * kRadius + 1;
 constexpr double kC1 = 0.01 * 0.01;  // (K1 * data_range)^2
 constexpr double kC2 = 0.03 * 0.03;  // (K2 * data_range)^2
+// The least motion the temporal metric is judged against, as a share of the reference's
+// contrast (its standard deviation over every value) per frame-to-frame change: a healthy
+// near-static clip (frames changing by 1.5% of their contrast) read its BF16 rounding noise
+// as 0.3-0.46 of its motion, over the 0.282 bound; docs/metrics.md.
+constexpr double kStaticMotion = 0.1;
 
 // Inner loops work on blocks of kBlock values held in local arrays, so that GCC
 // vectorizes them even at -O2 (whose cost model accepts only loops without a scalar
@@ -319,6 +324,7 @@ FRAMEGATE_SIMD_CLONES DotProducts DotSums(const float* a, const float* b, int64_
 struct FrameSums {
   double sq_err = 0.0;        // sum (cand - ref)^2
   double sq_ref = 0.0;        // sum ref^2
+  double sum_ref = 0.0;       // sum ref
   double max_abs = 0.0;       // max |cand - ref|; NaN if any difference is NaN
   double sq_temporal = 0.0;   // sum ((c[t+1] - c[t]) - (r[t+1] - r[t]))^2, frame t
   double sq_ref_delta = 0.0;  // sum (r[t+1] - r[t])^2, frame t
@@ -328,7 +334,7 @@ struct FrameSums {
 
 // Partial sums over kBlock lanes, so that the loop vectorizes; Reduce() adds them up.
 struct LaneSums {
-  double sq_err[kBlock] = {}, sq_ref[kBlock] = {}, max_abs[kBlock] = {};
+  double sq_err[kBlock] = {}, sq_ref[kBlock] = {}, sum_ref[kBlock] = {}, max_abs[kBlock] = {};
   double sq_temporal[kBlock] = {}, sq_ref_delta[kBlock] = {};
   double dot[kBlock] = {}, sq_cand[kBlock] = {};
 
@@ -337,6 +343,7 @@ struct LaneSums {
     for (int l = 0; l < kBlock; ++l) {
       s.sq_err += sq_err[l];
       s.sq_ref += sq_ref[l];
+      s.sum_ref += sum_ref[l];
       s.dot += dot[l];
       s.sq_cand += sq_cand[l];
       s.max_abs = std::max(s.max_abs, max_abs[l]);
@@ -360,6 +367,7 @@ FRAMEGATE_SIMD_CLONES FrameSums ErrorSums(const float* r0, const float* c0, cons
     const double a = std::fabs(d);
     lanes.sq_err[l] += d * d;
     lanes.sq_ref[l] += static_cast<double>(r0[i]) * r0[i];
+    lanes.sum_ref[l] += r0[i];
     lanes.dot[l] += static_cast<double>(r0[i]) * c0[i];
     lanes.sq_cand[l] += static_cast<double>(c0[i]) * c0[i];
     lanes.max_abs[l] = a > lanes.max_abs[l] ? a : lanes.max_abs[l];
@@ -457,7 +465,7 @@ void ScoreFrames(const VideoView& ref, const VideoView& cand, int num_threads, V
 
 // The video-level values of `out` from the per-frame scores and sums, reduced in frame
 // order.
-void Summarize(const std::vector<FrameSums>& sums, VideoMetrics* out) {
+void Summarize(const std::vector<FrameSums>& sums, int64_t frame_len, VideoMetrics* out) {
   const size_t num_frames = sums.size();
   out->cosine = CosineFromSums(0.0, 0.0, 0.0);  // no values: 1, as CosineSimilarity says
   if (num_frames == 0) return;
@@ -469,6 +477,7 @@ void Summarize(const std::vector<FrameSums>& sums, VideoMetrics* out) {
   for (size_t t = 0; t < num_frames; ++t) {
     total.sq_err += sums[t].sq_err;
     total.sq_ref += sums[t].sq_ref;
+    total.sum_ref += sums[t].sum_ref;
     total.sq_temporal += sums[t].sq_temporal;
     total.sq_ref_delta += sums[t].sq_ref_delta;
     total.dot += sums[t].dot;
@@ -482,7 +491,16 @@ void Summarize(const std::vector<FrameSums>& sums, VideoMetrics* out) {
   out->mean_ssim = ssim_sum / static_cast<double>(num_frames);
   out->max_abs = nan ? kNaN : total.max_abs;
   out->rel_l2 = SafeRatio(std::sqrt(total.sq_err), std::sqrt(total.sq_ref));
-  out->temporal_rel_l2 = SafeRatio(std::sqrt(total.sq_temporal), std::sqrt(total.sq_ref_delta));
+  // The motion judged against: the reference's own, or kStaticMotion of its contrast per
+  // value when it moves less (a static camera: below it, the frames' own rounding noise
+  // would read as lost motion).
+  const double values = static_cast<double>(num_frames) * static_cast<double>(frame_len);
+  const double mean = total.sum_ref / values;
+  const double contrast_sq = std::max(0.0, total.sq_ref / values - mean * mean);
+  const double delta_values = static_cast<double>(num_frames - 1) * static_cast<double>(frame_len);
+  const double floor_sq = kStaticMotion * kStaticMotion * contrast_sq * delta_values;
+  out->temporal_rel_l2 =
+      SafeRatio(std::sqrt(total.sq_temporal), std::sqrt(std::max(total.sq_ref_delta, floor_sq)));
   out->cosine = CosineFromSums(total.dot, total.sq_ref, total.sq_cand);
 }
 
@@ -496,7 +514,7 @@ VideoMetrics ComputeVideoMetrics(const VideoView& ref, const VideoView& cand,
   out.ssim_measured = ref.height >= kTaps && ref.width >= kTaps;
   std::vector<FrameSums> sums(ref.frames);
   ScoreFrames(ref, cand, options.num_threads, &out, &sums);
-  Summarize(sums, &out);
+  Summarize(sums, ref.height * ref.width * ref.channels, &out);
   return out;
 }
 

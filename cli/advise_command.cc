@@ -112,7 +112,7 @@ int RunAdvise(const AdviseCliOptions& o) {
   } else if (a.runs.size() == 1) {
     text << "cannot advise: " << StatusName(a.status_before)
          << " is not a failure FP32 islands cure (NONFINITE, BROKEN_FRAMES, FAIL, ERROR "
-            "dtype_mismatch)\n";
+            "dtype_mismatch or value_overflow)\n";
   } else {
     text << "no passing set of FP32 islands found in " << a.runs.size()
          << " runs (last: " << StatusName(a.status_after) << "); try a larger --max-runs\n";

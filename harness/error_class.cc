@@ -53,6 +53,8 @@ const char* ErrorClassName(ErrorClass cls) {
       return "unsupported_op";
     case ErrorClass::kOutOfMemory:
       return "out_of_memory";
+    case ErrorClass::kValueOverflow:
+      return "value_overflow";
     case ErrorClass::kShapeMismatch:
       return "shape_mismatch";
     case ErrorClass::kOther:
@@ -96,6 +98,8 @@ ClassifiedError ClassifyError(const std::string& what, const std::string& module
   } else if (Contains(m, "out of memory") || Contains(m, "can't allocate memory") ||
              Contains(m, "bad_alloc")) {
     e.cls = ErrorClass::kOutOfMemory;
+  } else if (Contains(m, "cannot be converted to type") && Contains(m, "without overflow")) {
+    e.cls = ErrorClass::kValueOverflow;
   }
   return e;
 }

@@ -8,6 +8,9 @@
 //   fp8_promotion   "Promotion for Float8 Types is not supported"
 //   unsupported_op  "\"addmm_impl_cpu_\" not implemented for 'Half'", "no kernel", ...
 //   out_of_memory   "out of memory", "can't allocate memory", "bad_alloc"
+//   value_overflow  "value cannot be converted to type at::Half without overflow": a
+//                   constant the model writes does not fit the dtype (masked_fill(-1e9)
+//                   in FP16); the op in FP32 takes it
 //   other           anything else
 // and one class no exception gives: shape_mismatch, a cell whose frames or latents have
 // another shape than its golden while the same model in FP32 has the golden's
@@ -18,7 +21,15 @@
 
 namespace framegate {
 
-enum class ErrorClass { kDtypeMismatch, kFp8Promotion, kUnsupportedOp, kOutOfMemory, kShapeMismatch, kOther };
+enum class ErrorClass {
+  kDtypeMismatch,
+  kFp8Promotion,
+  kUnsupportedOp,
+  kOutOfMemory,
+  kValueOverflow,
+  kShapeMismatch,
+  kOther
+};
 const char* ErrorClassName(ErrorClass cls);  // "dtype_mismatch", ...
 
 struct ClassifiedError {

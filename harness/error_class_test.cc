@@ -25,6 +25,8 @@ TEST(ErrorClassTest, ClassifiesTheFieldReportMessages) {
   EXPECT_EQ(e.cls, ErrorClass::kUnsupportedOp);
   EXPECT_EQ(e.op, "addmm_impl_cpu_");
   EXPECT_EQ(ClassifyError("CUDA out of memory. Tried to allocate 2.00 GiB").cls, ErrorClass::kOutOfMemory);
+  EXPECT_EQ(ClassifyError("value cannot be converted to type at::Half without overflow").cls,
+            ErrorClass::kValueOverflow);
   EXPECT_EQ(ClassifyError("something else entirely").cls, ErrorClass::kOther);
 }
 

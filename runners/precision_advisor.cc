@@ -23,7 +23,7 @@ bool Advisable(const CellResult& r) {
     case CellStatus::kFail:
       return true;
     case CellStatus::kError:
-      return r.error_class == "dtype_mismatch";
+      return r.error_class == "dtype_mismatch" || r.error_class == "value_overflow";
     default:
       return false;
   }
