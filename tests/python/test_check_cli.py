@@ -396,3 +396,64 @@ def test_a_decoder_that_upsamples_in_time_is_checked_on_all_its_frames(tmp_path)
     cells = json.loads(r.stdout)["cells"]
     assert [c["status"] for c in cells] == ["PASS", "PASS"], r.stdout
     assert all(len(c["health"]["frames"]) == 5 for c in cells), cells[0]["health"]
+
+
+def write_masked_fill_package(path):
+    """A package whose attention masks padded text tokens with masked_fill(-1e9): fine in
+    float32 and bfloat16, an overflow a real FP16 run raises."""
+    import torch
+    from torch import nn
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(4, 8)
+            self.kv = nn.Linear(8, 16)
+            self.out = nn.Linear(8, 4)
+
+        def forward(self, x, t, cond):
+            b, c, f, h, w = x.shape
+            tokens = x.flatten(2).transpose(1, 2)
+            k, v = self.kv(cond).chunk(2, dim=-1)
+            scores = self.q(tokens) @ k.transpose(1, 2) / 2.0
+            padded = (torch.arange(cond.shape[1]) >= 1)[None, None, :]
+            probs = scores.masked_fill(padded, -1000000000.0).softmax(dim=-1)
+            y = self.out(probs @ v).transpose(1, 2).reshape(b, c, f, h, w)
+            return 0.3 * y + 0.0 * t.sum().to(x.dtype)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 3, 1)
+
+        def forward(self, z):
+            return torch.tanh(self.proj(z))
+
+    torch.manual_seed(0)
+    path.mkdir()
+    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
+    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
+    (path / "model.toml").write_text(
+        'name = "masked-fill"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
+        '[cond]\ntokens = 3\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+
+
+def test_a_fill_constant_beyond_fp16_is_the_error_a_real_fp16_run_raises_and_advise_cures_it(tmp_path):
+    package = tmp_path / "pkg"
+    write_masked_fill_package(package)
+    goldens = tmp_path / "golden"
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    assert run("golden", "make", *common).returncode == 0
+    r = run("check", *common, "--policy", "fp32,bf16,fp16-emulated", "--json", "-")
+    cells = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
+    assert [cells[p]["status"] for p in ("fp32", "bf16")] == ["PASS", "PASS"], r.stdout
+    fp16 = cells["fp16-emulated"]
+    assert fp16["status"] == "ERROR" and fp16["error_class"] == "value_overflow", fp16["reason"]
+    assert (fp16["error_module"], fp16["error_op"]) == ("denoiser", "aten::masked_fill"), fp16["reason"]
+    out = tmp_path / "advice.json"
+    r = run("advise", *common, "--policy", "fp16-emulated", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    advice = json.loads(out.read_text())
+    assert advice["status_after"] == "PASS", advice["runs"]
+    assert "denoiser:aten::masked_fill" in advice["islands"], advice["islands"]
+    assert advice["fp32_weight_fraction"] == 0.0, advice
