@@ -188,6 +188,31 @@ def test_clean_policies_pass_against_the_committed_goldens():
     assert [l.split()[0] for l in r.stdout.splitlines()[:5]] == ["PASS"] * 5, r.stdout
 
 
+def save_package(path, name, denoiser, decoder, frames, tokens):
+    """Scripts denoiser() and decoder() (weights drawn after torch.manual_seed(0); decoder
+    None: a 1x1 Conv3d to RGB and tanh) into a package folder `path` with a model.toml:
+    latents [4, frames, 8, 8], `tokens` x 8 conditioning, a 2-step DDIM."""
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 3, 1)
+
+        def forward(self, z):
+            return torch.tanh(self.proj(z))
+
+    decoder = decoder or Decoder
+    torch.manual_seed(0)
+    path.mkdir()
+    torch.jit.script(denoiser().eval()).save(str(path / "denoiser.pt"))
+    torch.jit.script(decoder().eval()).save(str(path / "decoder.pt"))
+    (path / "model.toml").write_text(
+        f'name = "{name}"\n[latent]\nchannels = 4\nframes = {frames}\nheight = 8\nwidth = 8\n'
+        f'[cond]\ntokens = {tokens}\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+
+
 def write_frame_dropping_package(path):
     """A package whose decoder drops its first frame when it computes in BF16."""
     import torch
@@ -216,13 +241,7 @@ def write_frame_dropping_package(path):
         def forward(self, z):
             return torch.tanh(self.pick(self.proj(z)))
 
-    torch.manual_seed(0)
-    path.mkdir()
-    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
-    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
-    (path / "model.toml").write_text(
-        'name = "drops-a-frame"\n[latent]\nchannels = 4\nframes = 4\nheight = 8\nwidth = 8\n'
-        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+    save_package(path, "drops-a-frame", Denoiser, Decoder, frames=4, tokens=2)
 
 
 def test_a_policy_that_changes_the_frames_shape_is_that_cells_error(tmp_path):
@@ -265,21 +284,7 @@ def write_relative_position_package(path):
             y = self.out(scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, c, f, h, w)
             return 0.3 * y + 0.0 * (t.sum() + cond.sum()).to(x.dtype)
 
-    class Decoder(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.proj = nn.Conv3d(4, 3, 1)
-
-        def forward(self, z):
-            return torch.tanh(self.proj(z))
-
-    torch.manual_seed(0)
-    path.mkdir()
-    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
-    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
-    (path / "model.toml").write_text(
-        'name = "relative-position"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
-        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+    save_package(path, "relative-position", Denoiser, None, frames=2, tokens=2)
 
 
 def test_an_integer_buffer_keeps_its_dtype_under_every_policy(tmp_path):
@@ -323,13 +328,7 @@ def write_float32_decoder_package(path):
         def forward(self, z):
             return torch.tanh(self.out(self.norm(self.proj(z) * self.gain)))
 
-    torch.manual_seed(0)
-    path.mkdir()
-    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
-    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
-    (path / "model.toml").write_text(
-        'name = "float32-decoder"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
-        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+    save_package(path, "float32-decoder", Denoiser, Decoder, frames=2, tokens=2)
 
 
 def test_a_float32_input_to_a_16_bit_norm_is_a_dtype_error_the_audit_finds_in_the_decoder(tmp_path):
@@ -375,13 +374,7 @@ def write_time_upsampling_package(path):
             h = self.proj(torch.nn.functional.interpolate(z, scale_factor=(2.0, 2.0, 2.0), mode="nearest"))
             return torch.tanh(torch.cat([h[:, :, :1], h], dim=2))
 
-    torch.manual_seed(0)
-    path.mkdir()
-    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
-    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
-    (path / "model.toml").write_text(
-        'name = "time-upsampling"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
-        '[cond]\ntokens = 2\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+    save_package(path, "time-upsampling", Denoiser, Decoder, frames=2, tokens=2)
 
 
 def test_a_decoder_that_upsamples_in_time_is_checked_on_all_its_frames(tmp_path):
@@ -421,21 +414,7 @@ def write_masked_fill_package(path):
             y = self.out(probs @ v).transpose(1, 2).reshape(b, c, f, h, w)
             return 0.3 * y + 0.0 * t.sum().to(x.dtype)
 
-    class Decoder(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.proj = nn.Conv3d(4, 3, 1)
-
-        def forward(self, z):
-            return torch.tanh(self.proj(z))
-
-    torch.manual_seed(0)
-    path.mkdir()
-    torch.jit.script(Denoiser().eval()).save(str(path / "denoiser.pt"))
-    torch.jit.script(Decoder().eval()).save(str(path / "decoder.pt"))
-    (path / "model.toml").write_text(
-        'name = "masked-fill"\n[latent]\nchannels = 4\nframes = 2\nheight = 8\nwidth = 8\n'
-        '[cond]\ntokens = 3\ndim = 8\n[sampler]\nkind = "ddim"\nsteps = 2\nguidance = 1.0\n')
+    save_package(path, "masked-fill", Denoiser, None, frames=2, tokens=3)
 
 
 def test_a_fill_constant_beyond_fp16_is_the_error_a_real_fp16_run_raises_and_advise_cures_it(tmp_path):
