@@ -3,7 +3,7 @@
 #   format       every .cc/.h formatted as .clang-format says (ci/format_check.sh)
 #   ctest        every CTest test of build/ (unit, python, matrix, the include layers)
 #   sanitizers   the unit tests under ASan + UBSan (ci/sanitizers.sh, build-asan/)
-#   fuzz         each libFuzzer target for FRAMEGATE_FUZZ_SECONDS, default 60 (ci/fuzz.sh)
+#   fuzz         each libFuzzer target for FRAMEGATE_FUZZ_SECONDS, default 30 (ci/fuzz.sh)
 #   libtorch2    build and ctest against LibTorch 2.6 in a Debian 13 chroot (ci/libtorch2.sh;
 #                FRAMEGATE_LIBTORCH2=0 skips it)
 # Every stage runs even when an earlier one failed; the end prints one line per stage
@@ -41,7 +41,7 @@ if [[ "${FRAMEGATE_LIBTORCH2:-1}" != 0 ]]; then
 fi
 if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
   stage sanitizers bash ci/sanitizers.sh
-  stage fuzz bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-60}"
+  stage fuzz bash ci/fuzz.sh "${FRAMEGATE_FUZZ_SECONDS:-30}"
 fi
 
 echo
