@@ -46,4 +46,5 @@ fi
 
 echo
 printf '%s\n' "${summary[@]}"
+echo "test.sh: total $SECONDS s"
 exit "$failed"
