@@ -77,6 +77,10 @@ struct ErrorProducer {
   // Why no producer is named, or what limits it ("the reference model has no per-op hooks:
   // the producer is not localised"); "" when found without a caveat.
   std::string note;
+  // The norm the error shows in when this op made it by an offset that norm cancels
+  // (pipelines/module_shadow.h: "decoder.norm_out", "aten::group_norm"; the errors above
+  // are the norm's); empty otherwise. Not stored: the note says it.
+  std::string norm_module, norm_op;
   bool attempted() const { return found || !note.empty(); }
   // One line: "denoiser.blocks.1.ff.0 (aten::linear): isolated error 3.1e-02, 254x the
   // 1.2e-04 its precision predicts"; the note alone when not found.

@@ -262,6 +262,10 @@ json CellResultToJson(const CellResult& r) {
                 {"isolated_error", Number(p.isolated_error)},
                 {"predicted_error", Number(p.predicted_error)},
                 {"note", p.note}};
+    if (!p.norm_module.empty()) {
+      producer["norm_module"] = p.norm_module;
+      producer["norm_op"] = p.norm_op;
+    }
   }
   json j = CellToJson(c);
   const json rest = {{"policy_used", r.policy_used.empty() ? c.policy : r.policy_used},
@@ -325,6 +329,8 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
       r.producer.isolated_error = ReadNumber(p.at("isolated_error"), kNaN);
       r.producer.predicted_error = ReadNumber(p.at("predicted_error"), kNaN);
       r.producer.note = p.at("note").get<std::string>();
+      r.producer.norm_module = p.value("norm_module", "");
+      r.producer.norm_op = p.value("norm_op", "");
     }
     if (j.contains("advice") && !j.at("advice").is_null()) r.advice = AdviceFromJson(j.at("advice"));
     for (const json& p : j.at("probes")) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pipelines/norm_ops.h"
 #include "pipelines/op_islands.h"
 #include "pipelines/weight_store.h"
 
@@ -55,6 +56,17 @@ double StorageError(WeightStorage storage) {
 
 bool Probed(const at::Tensor& value) { return value.defined() && value.is_floating_point(); }
 
+// A norm's input offset ratio (IsolatedError::input_offset): root mean square over
+// standard deviation, pooled over the rows the norm `op` normalises; 0 when undefined.
+double OffsetRatio(const std::string& op, const at::Tensor& value) {
+  if (value.dim() < 2 || value.numel() == 0) return 0;
+  const at::Tensor x = value.detach().to(at::kDouble);
+  const at::Tensor rows = op == "aten::layer_norm" ? x.reshape({-1, x.size(-1)}) : x.reshape({x.size(0), -1});
+  const double square = rows.square().mean().item<double>();
+  const double variance = (rows - rows.mean({1}, /*keepdim=*/true)).square().mean().item<double>();
+  return variance > 0 && std::isfinite(square) ? std::sqrt(square / variance) : 0;
+}
+
 }  // namespace
 
 double IsolatedError::Excess() const {
@@ -80,6 +92,7 @@ ModuleShadow::ModuleShadow(Mode mode, std::set<int> steps, DtypePolicy policy, c
 void ModuleShadow::Wrap(GraphObserver* inner, int step) {
   inner_ = inner != nullptr ? inner : &pass_through_;
   step_ = step;
+  makers_.clear();  // a norm's input is made in the same forward
 }
 
 std::string ModuleShadow::Key(const std::string& path, const std::string& op, char direction, int index) {
@@ -102,6 +115,10 @@ at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor
 at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, int input_index,
                                 const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
+  if (mode_ == Mode::kRecord && site.kind == GraphSite::Kind::kCopyingView && input_index == 0) {
+    const std::string* maker = makers_.Find(value);
+    copy_maker_ = maker != nullptr ? *maker : "";
+  }
   // An in-place op's input 0 is not hooked, so its result is not its own error alone.
   if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(value)) {
     return inner.Before(path, site, input_index, value);
@@ -124,6 +141,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   }
   const std::string key = Key(path, site.op, 'i', input_index);
   if (mode_ == Mode::kRecord) {
+    if (input_index == 0 && NormWeightInput(site.op) >= 0) RecordNormInput(path, site, value);
     const int64_t bytes = value.numel() * 4;
     if (bytes_ + bytes > max_bytes_) {
       truncated_ = true;
@@ -144,6 +162,10 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
                                const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
+  if (mode_ == Mode::kRecord && steps_.count(step_) > 0 && Probed(out)) {
+    if (site.kind == GraphSite::Kind::kOp) makers_.Put(out, SiteName(path, site.op));
+    if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.empty()) makers_.Put(out, copy_maker_);
+  }
   if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(out))
     return out;
   const std::string key = Key(path, site.op, 'o', output_index);
@@ -162,6 +184,14 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
     Compare(path, site, recorded->second, out);
   }
   return out;
+}
+
+void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& site, const at::Tensor& value) {
+  const double offset = OffsetRatio(site.op, value);
+  NormInput& input = norm_inputs_[SiteName(path, site.op)];
+  if (offset <= input.offset) return;
+  const std::string* maker = makers_.Find(value);
+  input = NormInput{offset, maker != nullptr ? *maker : ""};
 }
 
 void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
@@ -192,6 +222,15 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
                                  : 0.0;
     e.predicted = PredictedError(policy_, e.module, e.op, sums.weighted);
     e.saturated_weight = sums.saturated_weight;
+    const auto norm = reference_->norm_inputs_.find(name);
+    if (norm != reference_->norm_inputs_.end()) {
+      e.input_offset = norm->second.offset;
+      const size_t maker_tab = norm->second.maker.find('\t');
+      if (maker_tab != std::string::npos) {
+        e.input_maker_module = norm->second.maker.substr(0, maker_tab);
+        e.input_maker_op = norm->second.maker.substr(maker_tab + 1);
+      }
+    }
     out.push_back(e);
   }
   std::stable_sort(out.begin(), out.end(),

@@ -23,6 +23,14 @@
 // being an infinite excess, and so is a weighted op whose FP32 weights exceed the largest
 // value its FP8 storage holds (they saturate: kRecord keeps each weight's largest |w|).
 //
+// A norm (norm_ops.h) cancels its input's mean: when that mean stands far from the
+// input's spread, the rounding of it (the input's error, within its precision) comes back
+// at full scale in the norm's output, and the norm's isolated error is made by the op that
+// added the offset. kRecord keeps, for each norm site, its FP32 input's offset ratio
+// (root mean square over standard deviation, pooled over the rows the norm normalises:
+// per sample, or per last-dimension row for layer_norm; 1 for a centred input) and the op
+// that made that input (the last observed op that wrote its storage in the same forward).
+//
 // A model installs the active shadow around its own observer (ShadowOrSelf) at each
 // forward; the shadow is active on its thread while a ModuleShadow::ActiveScope lives.
 // Not thread-safe; one per run.
@@ -36,6 +44,7 @@
 
 #include "pipelines/dtype_policy.h"
 #include "pipelines/graph_instrumentation.h"
+#include "pipelines/storage_map.h"
 
 namespace framegate {
 
@@ -50,9 +59,18 @@ struct IsolatedError {
   // holds (FP8: 448 e4m3, 57344 e5m2): the weights saturate, an error no rounding
   // predicts; 0 when none is.
   double saturated_weight = 0;
+  // A norm site: its FP32 input's offset ratio (rms / std, largest over the probed calls)
+  // and the op that made that input ("decoder.out_mix", "aten::add"; empty when not
+  // observed); 0 and empty for other sites.
+  double input_offset = 0;
+  std::string input_maker_module, input_maker_op;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
 };
+
+// A norm whose input's offset ratio is at least this has lost 3 bits of its input's
+// precision to cancellation: its error is charged to the op that made the offset.
+constexpr double kCancellingOffset = 8;
 
 // The relative error the policy's rounding predicts for op `op` at `path` (`weighted`:
 // the op has a weight operand).
@@ -114,9 +132,14 @@ class ModuleShadow : public GraphObserver {
     bool weighted = false;
     double saturated_weight = 0;  // IsolatedError::saturated_weight
   };
+  struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
+    double offset = 0;
+    std::string maker;  // "path\top"
+  };
   std::string Key(const std::string& path, const std::string& op, char direction, int index);
   // The recorded FP32 `recorded` in place of `value`, held as `inner` holds `value`.
   static at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value, GraphObserver& inner);
+  void RecordNormInput(const std::string& path, const GraphSite& site, const at::Tensor& value);
   void Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
                const at::Tensor& value);
 
@@ -130,10 +153,13 @@ class ModuleShadow : public GraphObserver {
   GraphObserver* inner_ = nullptr;
   GraphObserver pass_through_;
   int step_ = 0;
-  std::map<std::string, int> occurrences_;       // key without occurrence -> calls seen
-  std::map<std::string, at::Tensor> tensors_;    // key -> float32 copy (kRecord)
-  std::map<std::string, ErrorSums> errors_;      // "path\top" -> sums (kCompare)
-  std::map<std::string, double> weight_absmax_;  // "path\top" -> largest |weight| (kRecord)
+  std::map<std::string, int> occurrences_;        // key without occurrence -> calls seen
+  std::map<std::string, at::Tensor> tensors_;     // key -> float32 copy (kRecord)
+  std::map<std::string, ErrorSums> errors_;       // "path\top" -> sums (kCompare)
+  std::map<std::string, double> weight_absmax_;   // "path\top" -> largest |weight| (kRecord)
+  std::map<std::string, NormInput> norm_inputs_;  // "path\top" -> its input (kRecord)
+  StorageMap<std::string> makers_;                // kRecord: storage -> "path\top" that last wrote it
+  std::string copy_maker_;                        // the maker of a copying view's input
 };
 
 // The active shadow on this thread wrapping `inner` at sampler step `step` (-1: decode),

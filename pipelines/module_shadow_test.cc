@@ -55,6 +55,24 @@ DtypePolicy Fp16Emulated() {
   return *policy;
 }
 
+// The isolated errors of `root`'s ops under `policy` (its PackageObserver), from one
+// recorded FP32 forward of `x` and one compared forward, both at probed step 0.
+std::vector<IsolatedError> ShadowErrors(jit::Module& root, GraphInstrumentation& instrumentation,
+                                        const DtypePolicy& policy, const at::Tensor& x) {
+  PackageObserver fp32(Fp32Policy(), true), reduced(policy, true);
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    Forward(root, instrumentation, fp32, x);
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, policy, &recorded);
+  {
+    ModuleShadow::ActiveScope active(compared);
+    Forward(root, instrumentation, reduced, x);
+  }
+  return compared.Errors();
+}
+
 TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
   jit::Module root = MakeCancellingChain();
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
@@ -161,28 +179,53 @@ TEST(ModuleShadowTest, ANonfiniteOutputFromFiniteInputsIsAnInfiniteExcess) {
   root.define("def forward(self, x):\n    return self.squash.forward(self.big.forward(x))\n");
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
   const at::Tensor x = torch::ones({2, 4});
-  PackageObserver fp32(Fp32Policy(), true), fp16(Fp16Emulated(), true);
-  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
-  {
-    ModuleShadow::ActiveScope active(recorded);
-    Forward(root, *instrumentation, fp32, x);
-  }
-  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, Fp16Emulated(), &recorded);
-  {
-    ModuleShadow::ActiveScope active(compared);
-    Forward(root, *instrumentation, fp16, x);
-  }
-  const std::vector<IsolatedError> errors = compared.Errors();
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
   ASSERT_FALSE(errors.empty());
   EXPECT_EQ(errors.front().module, "m.big");
   EXPECT_TRUE(std::isinf(errors.front().Excess()));
   // A step that is not probed is neither recorded nor compared.
+  PackageObserver fp32(Fp32Policy(), true);
   ModuleShadow elsewhere(ModuleShadow::Mode::kRecord, {3}, Fp32Policy());
   {
     ModuleShadow::ActiveScope active(elsewhere);
     Forward(root, *instrumentation, fp32, x);
   }
   EXPECT_EQ(elsewhere.recorded_calls(), 0);
+}
+
+// A norm cancels its input's mean: an input that an op moved by +64 comes back from the
+// norm with the rounding of 64 at full scale. The norm's isolated error is the largest,
+// and the shadow keeps what made its input: the offset (rms / std) and the op.
+TEST(ModuleShadowTest, KeepsANormsInputOffsetAndTheOpThatMadeIt) {
+  jit::Module root("DriftThenNorm");
+  root.register_module("drift", Leaf("Drift", "x * 1.0 + 64.0"));
+  root.register_module("norm", Leaf("Norm", "torch.layer_norm(x, [16])"));
+  root.register_module("centred", Leaf("Centred", "torch.layer_norm(x, [16])"));
+  root.define(R"JIT(
+def forward(self, x):
+    return self.norm.forward(self.drift.forward(x)) + self.centred.forward(x - 0.5)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  torch::manual_seed(0);
+  const at::Tensor x = torch::rand({2, 16}).to(at::kHalf).to(at::kFloat);
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
+  ASSERT_FALSE(errors.empty());
+  const IsolatedError& top = errors.front();
+  EXPECT_EQ(top.module, "m.norm");
+  EXPECT_EQ(top.op, "aten::layer_norm");
+  EXPECT_GT(top.Excess(), 8);
+  EXPECT_GT(top.input_offset, kCancellingOffset);
+  EXPECT_EQ(top.input_maker_module, "m.drift");
+  EXPECT_EQ(top.input_maker_op, "aten::add");
+  int centred = 0;
+  for (const IsolatedError& e : errors) {
+    if (e.module != "m.centred" || e.op != "aten::layer_norm") continue;
+    ++centred;
+    EXPECT_LT(e.input_offset, 2);  // the norm of a centred input: rms and std alike
+    EXPECT_EQ(e.input_maker_module, "m");
+    EXPECT_EQ(e.input_maker_op, "aten::sub");
+  }
+  EXPECT_EQ(centred, 1);
 }
 
 TEST(OpIslandsTest, AnEntryWithAnOpSelectsThatOpAtItsModulesOwnLevelOnly) {

@@ -6,6 +6,7 @@
 
 #include <c10/util/StringUtil.h>
 
+#include "pipelines/norm_ops.h"
 #include "pipelines/op_islands.h"
 
 namespace framegate {
@@ -65,13 +66,6 @@ void RaiseIfFillOverflowsHalf(double value) {
       "value cannot be converted to type at::Half without overflow (FP16 emulation: a real "
       "FP16 run raises this; the fill value " +
       c10::str(value) + ")");
-}
-
-// The input index of a norm's affine weight; -1 for any other op.
-int NormWeightInput(const std::string& op) {
-  if (op == "aten::group_norm" || op == "aten::layer_norm") return 2;
-  if (op == "aten::batch_norm" || op == "aten::instance_norm") return 1;
-  return -1;
 }
 
 // aten::empty and its kin: an output whose values are whatever the allocator held.

@@ -57,6 +57,19 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
                   Fp8MaxFinite(*Fp8FormatOf(spec.policy.storage)));
     producer.note = text;
   }
+  if (top.input_offset >= kCancellingOffset && !top.input_maker_module.empty()) {
+    // The norm returns the rounding of its input's offset: the maker of the offset made it.
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  "that error is %s's (%s), whose input from this op has a mean %.0fx its spread: "
+                  "the norm cancels that offset and returns its rounding at full scale",
+                  top.module.c_str(), top.op.c_str(), top.input_offset);
+    producer.norm_module = top.module;
+    producer.norm_op = top.op;
+    producer.module = top.input_maker_module;
+    producer.op = top.input_maker_op;
+    producer.note = text;
+  }
   if (recorded.truncated()) {
     producer.note += std::string(producer.note.empty() ? "" : "; ") +
                      "only part of the probed steps was recorded (memory cap)";

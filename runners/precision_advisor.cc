@@ -43,6 +43,19 @@ Culprit CulpritOf(const CellResult& r) {
   return {};
 }
 
+// Where the islands for a failed run start: its culprit, except when the culprit made
+// the error by an offset that a norm cancels (ErrorProducer::norm_module): the norm. An
+// island around the offset's maker alone hands its output to the norm rounded; an island
+// at the norm that leaves the error where it was takes in the ops that made its input
+// (Grow), the maker among them.
+Culprit IslandSeedOf(const CellResult& r) {
+  if (r.status != CellStatus::kError && !r.first_nonfinite.found && r.producer.found &&
+      !r.producer.norm_module.empty()) {
+    return {r.producer.norm_module, r.producer.norm_op};
+  }
+  return CulpritOf(r);
+}
+
 bool Contains(const Islands& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
 // Fallback candidates when no run names a culprit: the modules whose values overflow the
@@ -228,7 +241,7 @@ bool Unmoved(const CellResult* before, const CellResult& after) {
 // only carries it.
 Step Grow(const Islands& islands, const CellResult& failed, const CellResult* before, const DtypePolicy& base,
           const std::vector<WeightSize>& weights, double cap, Islands* queue, Culprit* last) {
-  Culprit c = CulpritOf(failed);
+  Culprit c = IslandSeedOf(failed);
   const bool unmoved = Unmoved(before, failed);
   if (c.module.empty() || (unmoved && !last->module.empty() && Covers(base, islands, *last))) {
     c = *last;

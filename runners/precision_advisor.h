@@ -8,7 +8,8 @@
 //      or, for a finite FAIL, made the largest isolated error against what its precision
 //      predicts (runners/error_producer.h);
 //   2. grow: the first island is the culprit's (its module when the op uses the module's
-//      own weights, else the op at its module's level). Run with the islands. While the
+//      own weights, else the op at its module's level; for an offset that a norm cancels,
+//      the norm's). Run with the islands. While the
 //      cell fails, widen the island that covers the new culprit to its parent (an op
 //      island to its module: an op in FP32 that still makes a NaN/Inf may take a value
 //      that overflowed where an island's output re-entered the reduced dtype); a culprit

@@ -1,8 +1,8 @@
 """The model zoo (pipelines/examples/make_zoo_packages.py) through the real `framegate` binary
 (seed 0): every clean design passes under every policy; every defect package passes under
 fp32 against its own golden and gets the status its table row expects under every policy
-that row says it affects, with the culprit module named where framegate names one
-(NONFINITE: the first non-finite module; ERROR: the module of the dtype error)."""
+that row says it affects, with the culprit module named (NONFINITE: the first non-finite
+module; ERROR: the module of the dtype error; FAIL, BROKEN_FRAMES: the error's producer)."""
 import json
 import os
 import pathlib
@@ -140,6 +140,8 @@ def test_a_planted_defect_gets_its_status_under_the_first_policy_it_affects(zoo,
     if cell["status"] == "ERROR":
         assert cell["error_class"] == "dtype_mismatch", cell["reason"]
         assert inside(cell["error_module"], row["culprit"]), cell["reason"]
+    if cell["status"] in ("FAIL", "BROKEN_FRAMES"):  # where the error is made (drift: the adder, not the norm)
+        assert cell["producer"]["found"] and inside(cell["producer"]["module"], row["culprit"]), cell["producer"]
 
 
 def test_a_float32_table_into_a_linear_is_a_dtype_error_under_fp16_emulation(zoo, goldens):
