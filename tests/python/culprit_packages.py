@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes three tiny TorchScript model packages with a planted defect whose culprit is
+"""Writes tiny TorchScript model packages with a planted defect whose culprit is
 smaller than the module where its damage shows, for tests/python/test_culprit_advice.py.
 
   culprit_packages.py OUT_DIR
@@ -42,6 +42,11 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  again: exact in FP32, but BF16 (spacing 256 there) rounds the motion away:
                  frozen frames. The subtraction in FP32 alone still takes the rounded sum:
                  the add that makes it has to join it, not the whole decoder.
+  token-shift    traced, as a DiT: the denoiser turns conv_in's output into tokens (permute,
+                 reshape), denoiser.shift.proj (a Linear whose bias is +64) moves them, and
+                 the denoiser's LayerNorm takes the +64 out again: in BF16 the tokens sit on
+                 a 1/4 grid and the norm returns that error at full scale. The error shows
+                 in the norm and is made by the Linear in a sibling module.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -174,6 +179,32 @@ class DriftNormDenoiser(nn.Module):
         return self.conv_out(self.norm(self.conv_in(x) + 64.0))
 
 
+class TokenShift(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        with torch.no_grad():
+            self.proj.bias.add_(64.0)
+
+    def forward(self, tokens):
+        return self.proj(tokens)
+
+
+class TokenShiftDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.shift = TokenShift()
+        self.norm = nn.LayerNorm(8)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        b, c, f, hh, ww = h.shape
+        tokens = self.norm(self.shift(h.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, c)))
+        return self.conv_out(tokens.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3))
+
+
 class TableDenoiser(nn.Module):
     def __init__(self, plain: bool):
         super().__init__()
@@ -273,6 +304,8 @@ def main():
     write(out_dir, "root-logits", RootLogitsDenoiser())
     torch.manual_seed(11)
     write(out_dir, "drift-norm", DriftNormDenoiser())
+    torch.manual_seed(11)
+    write(out_dir, "token-shift", TokenShiftDenoiser(), traced=True)
     torch.manual_seed(5)
     write(out_dir, "named-tuple", NamedTupleDenoiser())
     torch.manual_seed(3)

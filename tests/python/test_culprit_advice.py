@@ -38,7 +38,7 @@ def run(*args, cwd=None):
 def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
-    for name in ("cancel-shift", "root-logits", "drift-norm", "named-tuple", "plain-table", "buffer-table",
+    for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
                  "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
@@ -60,6 +60,22 @@ def test_a_finite_fail_names_the_op_that_makes_the_error_not_the_modules_that_ca
     assert producer["predicted_error"] == 2 ** -8
     assert producer["isolated_error"] > 10 * producer["predicted_error"]
     assert "error made in: denoiser.blocks.0.shift (aten::sub): isolated error" in r.stdout
+
+
+@pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
+def test_an_offset_a_norm_cancels_is_charged_to_the_sibling_op_that_added_it(packages, tmp_path, policy):
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "token-shift", "--policy", policy, "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (cell,) = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "FAIL", cell["reason"]
+    producer = cell["producer"]
+    # Traced: the tokens reach the Linear through permute + reshape, and the norm through
+    # nothing but the Linear's output.
+    assert (producer["module"], producer["op"]) == ("denoiser.shift.proj", "aten::linear"), producer
+    assert (producer["norm_module"], producer["norm_op"]) == ("denoiser.norm", "aten::layer_norm"), producer
+    assert "that error is denoiser.norm's (aten::layer_norm), whose input from this op has a mean" in r.stdout
 
 
 def test_advise_widens_the_producer_to_its_own_module_and_the_store_keeps_it(packages, tmp_path):
