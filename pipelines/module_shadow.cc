@@ -93,6 +93,7 @@ void ModuleShadow::Wrap(GraphObserver* inner, int step) {
   inner_ = inner != nullptr ? inner : &pass_through_;
   step_ = step;
   makers_.clear();  // a norm's input is made in the same forward
+  site_calls_.clear();
 }
 
 std::string ModuleShadow::Key(const std::string& path, const std::string& op, char direction, int index) {
@@ -124,7 +125,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     return inner.Before(path, site, input_index, value);
   }
   if (input_index == site.weight_input || (value.is_leaf() && value.requires_grad())) {  // a weight
-    const std::string name = SiteName(path, site.op);
+    const std::string name = SiteKey(path, site.op, /*upcoming=*/true);
     if (mode_ == Mode::kRecord && value.numel() > 0) {  // the FP32 weights: their largest
       double& absmax = weight_absmax_[name];
       absmax = std::max(absmax, value.detach().abs().max().item<double>());
@@ -168,6 +169,7 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   }
   if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(out))
     return out;
+  if (output_index == 0) ++site_calls_[SiteName(path, site.op)];
   const std::string key = Key(path, site.op, 'o', output_index);
   if (mode_ == Mode::kRecord) {
     const int64_t bytes = out.numel() * 4;
@@ -186,9 +188,16 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   return out;
 }
 
+std::string ModuleShadow::SiteKey(const std::string& path, const std::string& op, bool upcoming) const {
+  const std::string name = SiteName(path, op);
+  const auto found = site_calls_.find(name);
+  const int calls = found == site_calls_.end() ? 0 : found->second;
+  return name + "\t" + std::to_string(upcoming ? calls : calls - 1);
+}
+
 void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& site, const at::Tensor& value) {
   const double offset = OffsetRatio(site.op, value);
-  NormInput& input = norm_inputs_[SiteName(path, site.op)];
+  NormInput& input = norm_inputs_[SiteKey(path, site.op, /*upcoming=*/true)];
   if (offset <= input.offset) return;
   const std::string* maker = makers_.Find(value);
   input = NormInput{offset, maker != nullptr ? *maker : ""};
@@ -200,7 +209,7 @@ void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const
   const at::Tensor x = value.detach().to(at::kDouble);
   const at::Tensor ref_finite = at::isfinite(ref);
   const at::Tensor both = ref_finite.logical_and(at::isfinite(x));
-  ErrorSums& sums = errors_[SiteName(path, site.op)];
+  ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/false)];
   sums.weighted = sums.weighted || site.weight_input >= 0;
   sums.nonfinite += ref_finite.logical_and(both.logical_not()).sum().item<int64_t>();
   sums.diff += at::where(both, (x - ref).square(), at::zeros_like(ref)).sum().item<double>();
@@ -212,10 +221,10 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
   std::vector<IsolatedError> out;
   for (const auto& [name, sums] : errors_) {
     if (sums.calls == 0) continue;
-    const size_t tab = name.find('\t');
+    const size_t tab = name.find('\t'), ordinal = name.rfind('\t');
     IsolatedError e;
     e.module = name.substr(0, tab);
-    e.op = name.substr(tab + 1);
+    e.op = name.substr(tab + 1, ordinal - tab - 1);
     e.calls = sums.calls;
     e.error = sums.nonfinite > 0 ? std::numeric_limits<double>::infinity()
               : sums.ref > 0     ? std::sqrt(sums.diff / sums.ref)

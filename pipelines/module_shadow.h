@@ -16,7 +16,9 @@
 // Ops that write in place or return views have no hook (graph_instrumentation.h): their
 // error shows in the next observed op that consumes them.
 //
-// Each site (module path, op) gets its relative L2 error over the probed calls, against
+// Each site (the k-th call of an op at a module path in a forward: the two adds of one
+// module's forward are two sites, the same add at every probed step one) gets its
+// relative L2 error over the probed calls, against
 // what its compute dtype predicts (the unit roundoff: fp32 2^-24, bf16 2^-8, fp16 2^-11;
 // a weighted op under FP8 storage: e4m3 2^-3, e5m2 2^-2); the producer is the site with
 // the largest excess (error / predicted), a non-finite output from finite FP32 inputs
@@ -137,6 +139,9 @@ class ModuleShadow : public GraphObserver {
     std::string maker;  // "path\top"
   };
   std::string Key(const std::string& path, const std::string& op, char direction, int index);
+  // The site of the call of `op` at `path` that is under way ("path\top\tk": the k-th call
+  // of that pair in this forward); `upcoming`: before its outputs (they count the call).
+  std::string SiteKey(const std::string& path, const std::string& op, bool upcoming) const;
   // The recorded FP32 `recorded` in place of `value`, held as `inner` holds `value`.
   static at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value, GraphObserver& inner);
   void RecordNormInput(const std::string& path, const GraphSite& site, const at::Tensor& value);
@@ -155,9 +160,10 @@ class ModuleShadow : public GraphObserver {
   int step_ = 0;
   std::map<std::string, int> occurrences_;        // key without occurrence -> calls seen
   std::map<std::string, at::Tensor> tensors_;     // key -> float32 copy (kRecord)
-  std::map<std::string, ErrorSums> errors_;       // "path\top" -> sums (kCompare)
-  std::map<std::string, double> weight_absmax_;   // "path\top" -> largest |weight| (kRecord)
-  std::map<std::string, NormInput> norm_inputs_;  // "path\top" -> its input (kRecord)
+  std::map<std::string, int> site_calls_;         // "path\top" -> calls finished in this forward
+  std::map<std::string, ErrorSums> errors_;       // SiteKey -> sums (kCompare)
+  std::map<std::string, double> weight_absmax_;   // SiteKey -> largest |weight| (kRecord)
+  std::map<std::string, NormInput> norm_inputs_;  // SiteKey -> its input (kRecord)
   StorageMap<std::string> makers_;                // kRecord: storage -> "path\top" that last wrote it
   std::string copy_maker_;                        // the maker of a copying view's input
 };

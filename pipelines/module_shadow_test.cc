@@ -105,6 +105,26 @@ TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
   }
 }
 
+// Two subtractions in one forward are two sites: the one that cancels (h + 1000) - 1000
+// is not averaged with one whose output is a thousand times larger, which would hide it.
+TEST(ModuleShadowTest, TwoCallsOfOneOpInAModuleAreTwoSites) {
+  jit::Module root("Mixed");
+  root.define(R"JIT(
+def forward(self, x):
+    return ((x + 1000.0) - 1000.0) + ((x * 1000.0 + 7.0) - 7.0)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = (torch::rand({2, 4}) + 0.5).to(at::kHalf).to(at::kFloat);
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors.front().module, "m");
+  EXPECT_EQ(errors.front().op, "aten::sub");
+  EXPECT_GT(errors.front().Excess(), 50);
+  int subs = 0;
+  for (const IsolatedError& e : errors) subs += e.op == "aten::sub";
+  EXPECT_EQ(subs, 2);
+}
+
 // A float32-only value (a timestep sinusoid's phase, from t.float()) stays float32 under
 // FP16 emulation: its FP32 stand-in is held in float32 too, so the sinusoid makes no error
 // of its own (it used to be taken as FP16 and named the producer).
