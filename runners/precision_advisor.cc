@@ -49,11 +49,11 @@ Culprit CulpritOf(const CellResult& r) {
 // at the norm that leaves the error where it was takes in the ops that made its input
 // (Grow), the maker among them.
 Culprit IslandSeedOf(const CellResult& r) {
-  if (r.status != CellStatus::kError && !r.first_nonfinite.found && r.producer.found &&
-      !r.producer.norm_module.empty()) {
-    return {r.producer.norm_module, r.producer.norm_op};
-  }
-  return CulpritOf(r);
+  const Culprit c = CulpritOf(r);
+  const ErrorProducer& p = r.producer;
+  if (p.found && !p.norm_module.empty() && c.module == p.module && c.op == p.op)
+    return {p.norm_module, p.norm_op};
+  return c;
 }
 
 bool Contains(const Islands& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
