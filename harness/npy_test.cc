@@ -1,19 +1,20 @@
 #include "harness/npy.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "harness/test_temp_dir.h"
+
 namespace framegate {
 namespace {
 
+// Every test's files go in one folder, removed when the tests end.
 std::string TempPath(const std::string& name) {
-  // The process id: CTest runs tests (and CI runs) side by side.
-  return (std::filesystem::temp_directory_path() / ("fg_npy_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  static const TestTempDir temp("fg-npy");
+  return temp / name;
 }
 
 TEST(NpyTest, WriteThenReadRoundTripsShapeAndValues) {

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <regex>
 
+#include "harness/test_temp_dir.h"
+
 namespace framegate {
 namespace {
 
@@ -118,7 +120,8 @@ TEST(MatrixErrorsTest, NamesThatCouldHurtAreRefusedWhereTheyAreWritten) {
   EXPECT_EQ(ErrorOf(kAxes + "policies = [\"fp32\"]\n[policy." + long_name + "]\n"),
             "bad.toml:5:9: policy name '" + std::string(64, 'p') + "... (250 characters)" + rule);
   // A model package folder's name is the pipeline's name.
-  const std::string dir = ::testing::TempDir() + "/fg_pkg_" + std::to_string(::getpid()) + "/a b";
+  const TestTempDir temp("fg-pkg");
+  const std::string dir = temp / "a b";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/model.toml") << "name = \"ab\"\n";
   EXPECT_EQ(ErrorOf("[axes]\npipelines = [\"" + dir + "\"]\ndevices = [\"cpu\"]\npolicies = [\"fp32\"]\n"),

@@ -4,11 +4,12 @@
 #include "matrix/matrix_spec.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
+
+#include "harness/test_temp_dir.h"
 
 namespace framegate {
 namespace {
@@ -265,7 +266,8 @@ fault = "input-fp32"
 }
 
 TEST(MatrixExpandTest, ModelPackageFoldersResolveAgainstTheMatrixFolder) {
-  const std::string dir = ::testing::TempDir() + "/fg_matrix_pkg_" + std::to_string(::getpid());
+  const TestTempDir temp("fg-matrix-pkg");
+  const std::string& dir = temp.path();
   std::filesystem::create_directories(dir + "/models/my-model");
   std::ofstream(dir + "/models/my-model/model.toml") << "name = \"my-model\"\n";
   StatusOr<MatrixSpec> spec = ParseMatrix(R"(

@@ -10,13 +10,15 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/test_temp_dir.h"
+
 namespace framegate {
 namespace {
 
+// A fresh folder per name; all of them are removed when the tests end.
 std::string TempDir(const std::string& name) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("framegate_report_files_" + name + std::to_string(getpid())))
-          .string();
+  static const TestTempDir temp("fg-report-files");
+  const std::string dir = temp / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -4,32 +4,23 @@
 #pragma once
 
 #include <sqlite3.h>
-#include <stdlib.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
+
+#include "harness/test_temp_dir.h"
 
 namespace framegate {
 
 class TestDb {
  public:
-  explicit TestDb(const std::string& name) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fg-store-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    dir_ = pattern;
-    path_ = dir_ + "/" + name + ".db";
-  }
-  ~TestDb() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
+  explicit TestDb(const std::string& name) : dir_("fg-store"), path_(dir_ / (name + ".db")) {}
   const std::string& path() const { return path_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
 
  private:
-  std::string dir_;
+  TestTempDir dir_;
   std::string path_;
 };
 
