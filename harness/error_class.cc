@@ -85,10 +85,11 @@ ClassifiedError ClassifyError(const std::string& what, const std::string& module
   if (Contains(m, "Promotion for Float8")) {
     e.cls = ErrorClass::kFp8Promotion;
   } else if (Contains(m, "must have the same dtype") || Contains(m, "to have the same dtype") ||
-             Contains(m, "should be the same") || Contains(m, "expected scalar type") ||
-             Contains(m, "Expected object of scalar type") ||
-             Contains(m, "expected both vectors to have same dtype") || Contains(m, "Mixed dtype") ||
-             Contains(m, "mixed dtype")) {
+             Contains(m, "to have same dtype") || Contains(m, "same scalar type") ||
+             Contains(m, "dtype to be equal") || Contains(m, "dtypes match") ||
+             Contains(m, "but got dtype") || Contains(m, "should be the same") ||
+             Contains(m, "expected scalar type") || Contains(m, "Expected object of scalar type") ||
+             Contains(m, "Mixed dtype") || Contains(m, "mixed dtype")) {
     e.cls = ErrorClass::kDtypeMismatch;
   } else if (std::regex_search(m, match, not_implemented)) {
     e.cls = ErrorClass::kUnsupportedOp;

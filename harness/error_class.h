@@ -4,7 +4,11 @@
 //                   type (...) should be the same", "expected scalar type X but found Y";
 //                   LibTorch 2.x's "expected m1 and m2 to have the same dtype, but got:
 //                   ...", "Expected query, key, and value to have the same dtype", "Input
-//                   type (float) and bias type (c10::BFloat16) should be the same"
+//                   type (float) and bias type (c10::BFloat16) should be the same"; and
+//                   the ops that do not promote: "expected dtype c10::Half for `weight`
+//                   but got dtype float" (lerp), "self (Half) and source (Float) must
+//                   have the same scalar type" (index_add), "Expected self.dtype to be
+//                   equal to src.dtype" (scatter), "...dtypes match" (index_put)
 //   fp8_promotion   "Promotion for Float8 Types is not supported"
 //   unsupported_op  "\"addmm_impl_cpu_\" not implemented for 'Half'", "no kernel", ...
 //   out_of_memory   "out of memory", "can't allocate memory", "bad_alloc"

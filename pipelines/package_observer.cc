@@ -8,6 +8,7 @@
 
 #include "pipelines/norm_ops.h"
 #include "pipelines/op_islands.h"
+#include "pipelines/same_dtype_ops.h"
 
 namespace framegate {
 namespace {
@@ -130,8 +131,10 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
   if (site.kind == GraphSite::Kind::kOp) {
     if (policy_.emulate_fp16 && input_index == 0 && site.fill_constant && RunDtypeOf(value) == at::kHalf)
       RaiseIfFillOverflowsHalf(*site.fill_constant);
-    if (policy_.emulate_fp16 && value.defined() && value.is_floating_point())
+    if (policy_.emulate_fp16 && value.defined() && value.is_floating_point()) {
       AuditNormDtypes(path, site, input_index, RunDtypeOf(value));
+      AuditSameDtypeOperands(path, site, input_index, RunDtypeOf(value));
+    }
     // An in-place op's result keeps its input 0's dtype, whatever the others' are.
     if (policy_.emulate_fp16 && !site.in_place) would_be_.AddInput(site, input_index, value);
     if (input_index == kListElementInput && site.op == "aten::einsum")
@@ -192,6 +195,10 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   const bool in_island = policy_.InFp32Module(path);
   // (A module island's output leaving for a caller outside: IslandObserver casts it where
   // it is taken.) An in-place op's result: the tensor it wrote, which a real FP16 run stores rounded.
+  if (site.kind == GraphSite::Kind::kOp && site.in_place && policy_.emulate_fp16 && value.defined() &&
+      value.is_floating_point()) {
+    AuditInPlaceSameDtype(path, site, RunDtypeOf(value));
+  }
   if (site.kind == GraphSite::Kind::kOp && site.in_place && policy_.emulate_fp16 && !in_island &&
       IsFloat32(value) && RunDtypeOf(value) == would_be_.reduced()) {
     value.copy_(RoundThroughHalf(value));
@@ -314,6 +321,41 @@ void PackageObserver::AuditNormDtypes(const std::string& path, const GraphSite& 
   if (op.input != at::kFloat || dtype != would_be_.reduced()) return;
   if (mismatch_log_ != nullptr) mismatch_log_->push_back({path + " (" + site.op + ")", op.input, dtype});
   throw std::runtime_error(EmulatedOperandsDtypeErrorText(op.input, dtype));
+}
+
+void PackageObserver::AuditSameDtypeOperands(const std::string& path, const GraphSite& site, int input_index,
+                                             c10::ScalarType dtype) {
+  const unsigned same = SameDtypeInputs(site.op);
+  if (same == 0 || input_index < 0 || (input_index > 0 && (same >> input_index & 1u) == 0)) return;
+  if (input_index == 0) {
+    pending_ = PendingOp{&site, dtype};
+    return;
+  }
+  // An in-place op's input 0 is not hooked (it aliases): its operands wait for its result.
+  if (pending_.site != &site) pending_ = PendingOp{&site};
+  const c10::ScalarType first =
+      pending_.input != c10::ScalarType::Undefined ? pending_.input : pending_.weight;
+  if (first == c10::ScalarType::Undefined || first == dtype) {
+    pending_.weight = dtype;
+    return;
+  }
+  pending_ = PendingOp{};
+  RaiseSameDtypeError(path, site, first, dtype);
+}
+
+void PackageObserver::AuditInPlaceSameDtype(const std::string& path, const GraphSite& site,
+                                            c10::ScalarType written) {
+  if (pending_.site != &site || pending_.input != c10::ScalarType::Undefined) return;
+  const c10::ScalarType operand = pending_.weight;
+  pending_ = PendingOp{};
+  if (operand != c10::ScalarType::Undefined && operand != written)
+    RaiseSameDtypeError(path, site, written, operand);
+}
+
+void PackageObserver::RaiseSameDtypeError(const std::string& path, const GraphSite& site,
+                                          c10::ScalarType first, c10::ScalarType second) {
+  if (mismatch_log_ != nullptr) mismatch_log_->push_back({path + " (" + site.op + ")", first, second});
+  throw std::runtime_error(EmulatedOperandsDtypeErrorText(first, second));
 }
 
 void PackageObserver::AuditOperandDtypes(const std::string& path, const GraphSite& site, int input_index,

@@ -105,17 +105,26 @@ class PackageObserver : public GraphObserver {
     c10::ScalarType input = c10::ScalarType::Undefined;
     c10::ScalarType weight = c10::ScalarType::Undefined;
   };
-  // One operand of a weighted op, or of a product of two activations under the emulation,
-  // with its run dtype: once both are seen, two dtypes raise what a real run raises (and
-  // a weighted op's go to the dtype audit's log).
   // A norm's input and its affine weight (group_norm, layer_norm, batch_norm,
   // instance_norm), under the emulation: a float32 input to an FP16 weight raises what a
   // real run raises (CPU and CUDA; an FP16 input to a float32 weight is CUDA's mixed-type
   // path, allowed).
   void AuditNormDtypes(const std::string& path, const GraphSite& site, int input_index,
                        c10::ScalarType dtype);
+  // One operand of a weighted op, or of a product of two activations under the emulation,
+  // with its run dtype: once both are seen, two dtypes raise what a real run raises (and
+  // a weighted op's go to the dtype audit's log).
   void AuditOperandDtypes(const std::string& path, const GraphSite& site, int input_index,
                           c10::ScalarType dtype);
+  // An op that does not promote (pipelines/same_dtype_ops.h: lerp, index_add, scatter,
+  // index_put, grid_sampler...), under the emulation: an operand whose dtype is not input
+  // 0's raises what a real run raises. An in-place op's input 0 is seen as its result
+  // (AuditInPlaceSameDtype, from After).
+  void AuditSameDtypeOperands(const std::string& path, const GraphSite& site, int input_index,
+                              c10::ScalarType dtype);
+  void AuditInPlaceSameDtype(const std::string& path, const GraphSite& site, c10::ScalarType written);
+  [[noreturn]] void RaiseSameDtypeError(const std::string& path, const GraphSite& site, c10::ScalarType first,
+                                        c10::ScalarType second);
   // The dtype `value` has in the run this one stands for: its would-be dtype under FP16
   // emulation, else its own.
   c10::ScalarType RunDtypeOf(const at::Tensor& value) const;

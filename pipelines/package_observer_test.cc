@@ -4,6 +4,7 @@
 #include "pipelines/package_observer.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -11,6 +12,8 @@
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
+
+#include "harness/error_class.h"
 
 namespace framegate {
 namespace {
@@ -180,6 +183,64 @@ def forward(self, t, x):
   EXPECT_EQ(m.instrumentation->last_op(), "aten::group_norm");
   Emulated fp16_input(source);
   EXPECT_EQ(fp16_input.ErrorOf({torch::full({1}, -3.0), torch::randn({1, 8})}, -1), "");
+}
+
+// The ops that do not promote (lerp's weight, index_add_'s source, ...) raise where a real
+// FP16 run does: a float32 operand to an FP16 input 0, at that op; the same op on FP16
+// operands runs. What LibTorch itself raises for such operands (a real BF16 run) is a
+// dtype_mismatch, in this LibTorch's words.
+TEST(PackageObserverTest, Fp16EmulationRaisesWhereAnOpThatDoesNotPromoteGetsAFloat32Operand) {
+  const std::string lerp = R"JIT(
+def forward(self, t, x):
+    h = torch.linear(x, self.w)
+    return torch.lerp(h, h * 2.0, t.float().view(1, 1) * 0.1)
+)JIT";
+  Emulated float32_weight(lerp);
+  const std::string error = float32_weight.ErrorOf({torch::full({1}, 3.0), torch::randn({1, 8})}, 0);
+  EXPECT_NE(error.find("expected scalar type Half but found Float"), std::string::npos) << error;
+  EXPECT_EQ(float32_weight.instrumentation->last_op(), "aten::lerp");
+  EXPECT_EQ(ClassifyError(error).cls, ErrorClass::kDtypeMismatch) << error;
+  Emulated fp16_weight(R"JIT(
+def forward(self, t, x):
+    h = torch.linear(x, self.w)
+    return torch.lerp(h, h * 2.0, torch.sigmoid(h))
+)JIT");
+  EXPECT_EQ(fp16_weight.ErrorOf({torch::full({1}, 3.0), torch::randn({1, 8})}, 0), "");
+
+  Emulated index_add(R"JIT(
+def forward(self, x):
+    h = torch.linear(x, self.w)
+    table = torch.arange(4).float().view(1, 4)
+    return h.index_add_(0, torch.arange(1), table)
+)JIT");
+  const std::string index_error = index_add.ErrorOf({torch::randn({2, 8})}, -1);
+  EXPECT_NE(index_error.find("expected scalar type Half but found Float"), std::string::npos) << index_error;
+  EXPECT_EQ(index_add.instrumentation->last_op(), "aten::index_add_");
+
+  const at::Tensor bf16 = torch::zeros({2, 3}, torch::kBFloat16);
+  const at::Tensor f32 = torch::zeros({2, 3});
+  const at::Tensor rows = torch::zeros({2}, torch::kLong);
+  const std::vector<std::function<void()>> real_ops = {
+      [&] { at::lerp(bf16, bf16, f32); },
+      [&] { at::lerp(bf16, f32, 0.5); },
+      [&] { bf16.clone().index_add_(0, rows, f32); },
+      [&] { bf16.clone().index_copy_(0, rows, f32); },
+      [&] {
+        bf16.clone().scatter_add_(0, torch::zeros({2, 3}, torch::kLong), f32);
+      },
+      [&] {
+        bf16.clone().masked_scatter_(torch::ones({2, 3}, torch::kBool), f32);
+      },
+      [&] { bf16.clone().index_put_({rows}, f32); },
+  };
+  for (size_t i = 0; i < real_ops.size(); ++i) {
+    try {
+      real_ops[i]();
+      ADD_FAILURE() << "op " << i << " took a float32 operand to a BF16 input";
+    } catch (const c10::Error& e) {
+      EXPECT_EQ(ClassifyError(e.what()).cls, ErrorClass::kDtypeMismatch) << "op " << i << ": " << e.what();
+    }
+  }
 }
 
 // A fill's constant out of FP16's range (masked_fill(mask, -1e9)) raises in a real FP16
