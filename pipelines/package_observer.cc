@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <c10/util/StringUtil.h>
@@ -60,13 +61,21 @@ void RaiseMixedOperandError(const std::string& op, const WeightedOp& weighted, i
 
 // A fill's constant number written into an FP16 tensor: LibTorch converts it checked and
 // raises where it is finite and out of FP16's range (masked_fill(mask, -1e9)); an infinity
-// fits.
+// fits. Float32's lowest is what a trace bakes for torch.finfo(x.dtype).min: the text says
+// so, since the cure is in the model's code.
 void RaiseIfFillOverflowsHalf(double value) {
   if (!std::isfinite(value) || std::abs(value) <= 65504.0) return;
+  const bool float32_lowest = std::abs(value) == static_cast<double>(std::numeric_limits<float>::max());
   throw std::runtime_error(
       "value cannot be converted to type at::Half without overflow (FP16 emulation: a real "
       "FP16 run raises this; the fill value " +
-      c10::str(value) + ")");
+      c10::str(value) +
+      (float32_lowest ? ", float32's lowest: torch.finfo(torch.float32).min, or a traced "
+                        "torch.finfo(x.dtype).min baked while x was float32; compute it from the "
+                        "activations' dtype at run time (script that function), or trace in the "
+                        "dtype the model runs in"
+                      : "") +
+      ")");
 }
 
 // aten::empty and its kin: an output whose values are whatever the allocator held.

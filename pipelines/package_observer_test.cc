@@ -254,6 +254,14 @@ def forward(self, x):
   EXPECT_NE(error.find("value cannot be converted to type at::Half without overflow"), std::string::npos)
       << error;
   EXPECT_EQ(overflow.instrumentation->last_op(), "aten::masked_fill");
+  EXPECT_EQ(error.find("float32's lowest"), std::string::npos) << error;
+  // A trace's baked torch.finfo(x.dtype).min of a float32 x: the text names the cure.
+  Emulated baked_lowest(R"JIT(
+def forward(self, x):
+    return torch.linear(x, self.w).masked_fill(x[:, :4] > 0, -3.4028234663852886e+38)
+)JIT");
+  const std::string baked = baked_lowest.ErrorOf({torch::randn({2, 8})}, -1);
+  EXPECT_NE(baked.find("float32's lowest: torch.finfo(torch.float32).min"), std::string::npos) << baked;
   Emulated infinity(R"JIT(
 def forward(self, x):
     return torch.linear(x, self.w).masked_fill(x[:, :4] > 0, float('-inf'))
