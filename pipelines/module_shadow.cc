@@ -156,7 +156,10 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) {
     return inner.Before(path, site, input_index, value);
   }
-  return inner.Before(path, site, input_index, Substitute(recorded->second, value, inner));
+  const at::Tensor fed = Substitute(recorded->second, value, inner);
+  ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
+  sums.input_roundoff = std::max(sums.input_roundoff, UnitRoundoff(inner.HeldDtype(fed)));
+  return inner.Before(path, site, input_index, fed);
 }
 
 at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, int output_index,
@@ -229,7 +232,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     e.error = sums.nonfinite > 0 ? std::numeric_limits<double>::infinity()
               : sums.ref > 0     ? std::sqrt(sums.diff / sums.ref)
                                  : 0.0;
-    e.predicted = PredictedError(policy_, e.module, e.op, sums.weighted);
+    e.predicted = std::max(PredictedError(policy_, e.module, e.op, sums.weighted), sums.input_roundoff);
     e.saturated_weight = sums.saturated_weight;
     const auto norm = reference_->norm_inputs_.find(name);
     if (norm != reference_->norm_inputs_.end()) {

@@ -55,7 +55,7 @@ struct IsolatedError {
   std::string module;    // "denoiser.blocks.1.ff.0"
   std::string op;        // "aten::linear"
   double error = 0;      // relative L2 against the FP32 output; +inf: non-finite from finite
-  double predicted = 0;  // what the site's compute dtype predicts
+  double predicted = 0;  // what the site's compute dtype, and the dtype its inputs come in, predict
   int64_t calls = 0;
   // The largest FP32 weight of the op when it is beyond what the policy's weight storage
   // holds (FP8: 448 e4m3, 57344 e5m2): the weights saturate, an error no rounding
@@ -133,6 +133,9 @@ class ModuleShadow : public GraphObserver {
     int64_t calls = 0;
     bool weighted = false;
     double saturated_weight = 0;  // IsolatedError::saturated_weight
+    // The unit roundoff of the dtype its inputs were fed in: an op in FP32 (an island)
+    // fed from outside its island takes them rounded to the policy's dtype.
+    double input_roundoff = 0;
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
     double offset = 0;

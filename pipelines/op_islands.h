@@ -63,7 +63,10 @@ class IslandObserver : public GraphObserver {
   at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
                    const at::Tensor& value) override;
   c10::ScalarType HeldDtype(const at::Tensor& value) const override { return inner_.HeldDtype(value); }
+  // A stand-in for an island output (a shadow's recorded FP32 input) is one too: the
+  // consumer outside the islands casts it as it would the output.
   void HoldLike(const at::Tensor& replacement, const at::Tensor& value) override {
+    if (active_ && IsIslandOutput(value)) Remember(replacement);
     inner_.HoldLike(replacement, value);
   }
   // The forward's output: cast like an island output taken outside, when it is one.

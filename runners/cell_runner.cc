@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "harness/npy.h"
 #include "harness/sha256.h"
 #include "pipelines/model_package.h"
+#include "pipelines/op_islands.h"
 #include "runners/cell_bound.h"
 #include "runners/error_producer.h"
 #include "runners/step_replay.h"
@@ -290,11 +292,27 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
+// An op with no kernel for the policy's dtype in this CPU's LibTorch (torch 1.13: BF16
+// replication_pad3d, mish) leaves the rest of the model unjudged. Such an op runs in FP32
+// instead, as an op island (what a device with the kernel computes, to one rounding): the
+// island entry for `error`, or "" where that is not the cure (not the CPU, the whole
+// policy's compute such as FP16 matmul, an op already in FP32, an op not located).
+std::string KernelFallbackEntry(const PipelineSpec& spec, const ClassifiedError& error) {
+  constexpr size_t kMaxKernelFallbacks = 3;
+  if (spec.device.rfind("cpu", 0) != 0 || error.module.empty() || error.graph_op.empty() ||
+      FindWeightedOp(error.graph_op) != nullptr || spec.policy.fp32_modules.size() >= kMaxKernelFallbacks) {
+    return "";
+  }
+  const std::string entry = OpIslandEntry(error.module, error.graph_op);
+  const auto& islands = spec.policy.fp32_modules;
+  return std::find(islands.begin(), islands.end(), entry) == islands.end() ? entry : "";
+}
+
 }  // namespace
 
 StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions& options) {
   const Cell& cell = resolved.cell;
-  const PipelineSpec& spec = resolved.spec;
+  PipelineSpec spec = resolved.spec;  // plus the kernel fallbacks' op islands, below
   CellRunCache cell_only;
   CellRunCache& cache = options.cache != nullptr ? *options.cache : cell_only;
   StatusOr<GoldenLookup> golden = LookUpGolden(resolved, options.golden_dir, cache.goldens);
@@ -359,9 +377,25 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   };
   StatusOr<PipelineOutcome> outcome = RunPipeline(spec, on_module, on_step, models);
   if (!outcome.ok()) return outcome.status();
+  // Kernel fallbacks: every later run of this cell (localisation, producer, repeats) has
+  // them too. What the cell then says: below, after the verdict.
+  std::vector<std::string> kernel_fallbacks;
+  std::string unsupported_reason;
+  while (outcome->kind == RunEnd::kUnsupported) {
+    const std::string entry = KernelFallbackEntry(spec, outcome->error);
+    if (entry.empty()) break;
+    if (unsupported_reason.empty()) unsupported_reason = outcome->unsupported;
+    kernel_fallbacks.push_back(entry);
+    spec.policy.fp32_modules.push_back(entry);
+    probes = NumericProbes(options.probes);
+    step_counts.clear();
+    outcome = RunPipeline(spec, on_module, on_step, models);
+    if (!outcome.ok()) return outcome.status();
+  }
   result.timings.warmup = options.warmup;
   result.timings.load_seconds = load_seconds + outcome->load_seconds;
 
+  std::string kernel_note;   // what the kernel fallbacks changed
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
   std::optional<ComparisonMetrics> compute_metrics;
   std::string compute_note;  // the compute part's figure, or why it was not judged
@@ -459,6 +493,24 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   result.status = verdict.status;
   result.reason = verdict.reason;
   result.error_class = verdict.error_class;
+  if (!kernel_fallbacks.empty() && outcome->kind != RunEnd::kUnsupported) {
+    // A failure found with the op in FP32 is the model's on any device that has the
+    // kernel: reported. A pass is not claimed on a device that cannot run the op.
+    std::string ops;
+    for (const std::string& entry : kernel_fallbacks) ops += (ops.empty() ? "" : ", ") + entry;
+    const std::string judged = "judged with " + ops + " in FP32";
+    if (IsFailure(result.status)) {
+      kernel_note = judged + " (" + unsupported_reason + ")";
+    } else {
+      kernel_note = judged + ": " + std::string(StatusName(result.status)) +
+                    (result.reason.empty() ? "" : " (" + result.reason + ")");
+      result.status = CellStatus::kUnsupported;
+      result.reason = unsupported_reason + "; the rest of the model " +
+                      (verdict.status == CellStatus::kPass ? "passes" : "is judged") + " with " + ops +
+                      " in FP32";
+      result.error_class.clear();
+    }
+  }
   if (result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames) {
     StatusOr<ErrorProducer> producer = LocateErrorProducer(spec, outcome->sampler.steps, models);
     if (!producer.ok()) return producer.status();
@@ -471,7 +523,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   result.observed = outcome->observed;
   result.island_input_makers = outcome->island_input_makers;
   std::string ssim_note = SsimNote(result.metrics);
-  for (const std::string* note : {&compute_note, &fp64_missing, &ssim_note}) {
+  for (const std::string* note : {&kernel_note, &compute_note, &fp64_missing, &ssim_note}) {
     if (!note->empty()) result.observed += (result.observed.empty() ? "" : "; ") + *note;
   }
   result.timings.peak_rss_bytes = PeakRssBytes();

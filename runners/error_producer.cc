@@ -38,6 +38,11 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
     const ModuleShadow::ActiveScope scope(compared);
     StatusOr<PipelineOutcome> run = RunPipeline(spec, nullptr, nullptr, models);
     if (!run.ok()) return run.status();
+    if (run->kind != RunEnd::kFinished) {  // its sites stop where it did: no ranking
+      producer.note = "the run fed FP32 inputs did not finish (" + run->error.Reason() +
+                      "): the producer is not localised";
+      return producer;
+    }
   }
   const std::vector<IsolatedError> errors = compared.Errors();
   if (errors.empty() || errors.front().Excess() <= 0) {

@@ -391,6 +391,59 @@ def test_a_decoder_that_upsamples_in_time_is_checked_on_all_its_frames(tmp_path)
     assert all(len(c["health"]["frames"]) == 5 for c in cells), cells[0]["health"]
 
 
+def write_replicate_pad_package(path, offset):
+    """A decoder that pads time by replication (F.pad mode="replicate", as causal video VAEs
+    do), which torch 1.13's CPU has no BF16 kernel for, then adds and subtracts `offset`:
+    with 2048, BF16 (spacing 16 there) rounds the latents away; with 0, healthy."""
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv3d(4, 4, 1)
+
+        def forward(self, x, t, cond):
+            return 0.3 * self.conv(x) + 0.0 * t.sum().to(x.dtype) + 0.0 * cond.sum()
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.temporal = nn.Conv3d(4, 4, (2, 1, 1))
+            self.proj = nn.Conv3d(4, 3, 1)
+            self.offset = offset
+
+        def forward(self, z):
+            h = self.temporal(F.pad(z, (0, 0, 0, 0, 1, 0), mode="replicate"))
+            h = (h + self.offset) - self.offset
+            return torch.tanh(self.proj(h))
+
+    save_package(path, "replicate-pad", Denoiser, Decoder, frames=2, tokens=2)
+
+
+def test_an_op_without_a_kernel_in_the_policys_dtype_runs_in_fp32_so_the_rest_is_judged(tmp_path):
+    # torch 1.13's CPU has no BF16 replication_pad3d; LibTorch 2.x has one (no fallback).
+    goldens = tmp_path / "golden"
+    cells = {}
+    for name, offset in (("healthy", 0.0), ("defect", 2048.0)):
+        write_replicate_pad_package(tmp_path / name, offset)
+        common = ("--model", str(tmp_path / name), "--golden-dir", str(goldens), "--threads", "1")
+        assert run("golden", "make", *common).returncode == 0
+        r = run("check", *common, "--policy", "fp32,bf16", "--json", "-")
+        cells[name] = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
+        assert cells[name]["fp32"]["status"] == "PASS", r.stdout
+    healthy, defect = cells["healthy"]["bf16"], cells["defect"]["bf16"]
+    if "replication_pad3d" not in healthy["reason"]:
+        assert healthy["status"] == "PASS" and defect["status"] in ("FAIL", "BROKEN_FRAMES"), (healthy, defect)
+        return
+    # Not claimed to pass where the op cannot run, but judged: the defect is found.
+    assert healthy["status"] == "UNSUPPORTED", healthy
+    assert "the rest of the model passes with decoder:aten::pad in FP32" in healthy["reason"], healthy
+    assert defect["status"] in ("FAIL", "BROKEN_FRAMES"), defect
+    assert "judged with decoder:aten::pad in FP32" in defect["observed"], defect
+
+
 def write_masked_fill_package(path):
     """A package whose attention masks padded text tokens with masked_fill(-1e9): fine in
     float32 and bfloat16, an overflow a real FP16 run raises."""
