@@ -11,6 +11,14 @@ c10::ScalarType Promote(c10::ScalarType a, c10::ScalarType b) {
   return c10::promoteTypes(a, b);
 }
 
+// The ops that join a list of tensors. A list built by append (a loop over frames, a
+// UNet's skip list) reaches them with its elements unhooked (graph_instrumentation.h hooks
+// a prim::ListConstruct's only): values nobody produced in view.
+bool JoinsATensorList(const std::string& op) {
+  return op == "aten::cat" || op == "aten::concat" || op == "aten::concatenate" || op == "aten::stack" ||
+         op == "aten::hstack" || op == "aten::vstack" || op == "aten::dstack";
+}
+
 // x.type_as(other) and x.to(other): input 1 is the tensor whose dtype they take.
 bool IsConversionTarget(const GraphSite& site, int input_index) {
   return input_index == 1 && (site.op == "aten::type_as" || site.op == "aten::to");
@@ -66,7 +74,8 @@ c10::ScalarType DtypePropagation::OutputDtype(const GraphSite& site) {
   if (op.conversion_target != c10::ScalarType::Undefined) return op.conversion_target;
   if (op.dimensioned != c10::ScalarType::Undefined) return op.dimensioned;
   if (op.zero_dim != c10::ScalarType::Undefined) return op.zero_dim;
-  return c10::kFloat;  // no floating input: a factory, in the default dtype
+  if (JoinsATensorList(site.op)) return reduced_;  // its elements unseen: the reduced dtype
+  return c10::kFloat;                              // no floating input: a factory, in the default dtype
 }
 
 std::string EmulatedDtypeErrorText(const std::string& op, c10::ScalarType input, c10::ScalarType weight) {

@@ -243,6 +243,31 @@ def forward(self, x):
   }
 }
 
+// A list built by append (a loop over frames, a UNet's skip list) and joined by cat holds
+// the dtype of its elements: FP16 activations give an FP16 result, rounded (an overflow
+// after it is Inf), and no dtype error at the next FP16 weight.
+TEST(PackageObserverTest, Fp16EmulationAListBuiltByAppendKeepsItsElementsDtype) {
+  Emulated skip_list(R"JIT(
+def forward(self, x):
+    h = torch.linear(x, self.w)
+    parts: List[Tensor] = []
+    for i in range(2):
+        parts.append(h * (i + 1.0))
+    return torch.linear(torch.cat(parts, 1), self.w) + torch.stack(parts).sum(0).sum(1, keepdim=True)
+)JIT");
+  EXPECT_EQ(skip_list.ErrorOf({torch::randn({2, 8})}, -1), "");
+  Emulated overflow(R"JIT(
+def forward(self, x):
+    h = torch.linear(x, self.w)
+    parts: List[Tensor] = []
+    parts.append(h)
+    parts.append(h)
+    return torch.cat(parts, 1) * 70000.0
+)JIT");
+  const at::Tensor out = overflow.Forward({torch::full({2, 8}, 1.0)});
+  EXPECT_TRUE(out.isinf().any().item<bool>()) << out;
+}
+
 // A fill's constant out of FP16's range (masked_fill(mask, -1e9)) raises in a real FP16
 // run, where the emulation would only have rounded it to -Inf; an infinity fills.
 TEST(PackageObserverTest, Fp16EmulationRaisesWhereAFillConstantOverflowsFp16) {
