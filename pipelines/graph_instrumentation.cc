@@ -29,6 +29,9 @@ constexpr char kBeforeOptionalSchema[] = "framegate::before_optional(Tensor? x, 
 constexpr char kAfterSchema[] = "framegate::after(Tensor y, int site) -> Tensor";
 constexpr char kEnterSchema[] = "framegate::enter_module(int site) -> ()";
 constexpr char kExitSchema[] = "framegate::exit_module(int site) -> ()";
+// The dtype a model compares (`if h.dtype == torch.float16:`): the one the active observer
+// says a real run holds `x` in (GraphObserver::HeldDtype), `dtype` (x's own) without one.
+constexpr char kHeldDtypeSchema[] = "framegate::held_dtype(Tensor x, int dtype) -> int";
 
 // Slot ids are process-wide: each Instrument() takes the next contiguous range.
 std::atomic<int64_t> next_slot_id{0};
@@ -308,6 +311,8 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
   const bool conversion = IsDtypeConversion(node->kind());
   plan.site.weighted = FindWeightedOp(plan.site.op);
   plan.site.weight_input = WeightInput(node, plan.site.weighted);
+  // aten::embedding(weight, indices): a stored table (FP8 storage rounds it) read by index.
+  if (plan.site.op == "aten::embedding" && IsWeightRead(node->input(0))) plan.site.weight_input = 0;
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     // Optional tensors too: a scripted norm's weight and bias reach aten::group_norm as
     // Tensor? (an op island casts them with the input; dtype propagation sees them).
@@ -389,8 +394,35 @@ class HookPlanner {
     coverage_.attention_kernels_kept += unfused.kept;
     std::vector<jit::Node*> nodes;
     CollectNodes(graph.block(), nodes);
-    for (jit::Node* node : nodes) PlanNode(node, self);
+    for (jit::Node* node : nodes) {
+      if (node->kind() == c10::prim::dtype) ComparedDtypeIsHeld(node);
+      PlanNode(node, self);
+    }
     ++coverage_.graphs;
+  }
+
+  // `x.dtype` where the model compares it (==, !=, in): the held dtype instead, so that a
+  // branch on it goes where a real run under the policy goes (an FP16 emulation holds FP16
+  // values in float32). Where the dtype is an argument (x.to(y.dtype)) it stays x's own.
+  static void ComparedDtypeIsHeld(jit::Node* dtype) {
+    static const c10::Symbol held = OpSymbol(kHeldDtypeSchema);
+    static const std::unordered_set<c10::Symbol> compares = {
+        c10::aten::eq, c10::aten::ne, c10::Symbol::fromQualString("aten::__contains__"),
+        c10::Symbol::fromQualString("aten::__is__"), c10::Symbol::fromQualString("aten::__isnot__")};
+    if (!IsTensor(dtype->input(0))) return;
+    jit::Value* held_value = nullptr;
+    const std::vector<jit::Use> uses = dtype->output()->uses();  // a copy: the loop changes them
+    for (const jit::Use& use : uses) {
+      if (compares.count(use.user->kind()) == 0) continue;
+      if (held_value == nullptr) {
+        jit::Graph& graph = *dtype->owningGraph();
+        jit::Node* call = graph.create(held, {dtype->input(0), dtype->output()}, 1);
+        call->output()->setType(c10::IntType::get());
+        call->insertAfter(dtype);
+        held_value = call->output();
+      }
+      use.user->replaceInput(use.offset, held_value);
+    }
   }
 
   void CollectTensorConstants(jit::Block* block) {
@@ -567,6 +599,7 @@ struct GraphInstrumentation::State {
   static at::Tensor Before(at::Tensor value, int64_t slot_id);
   static c10::optional<at::Tensor> BeforeOptional(c10::optional<at::Tensor> value, int64_t slot_id);
   static at::Tensor After(at::Tensor value, int64_t slot_id);
+  static int64_t HeldDtype(at::Tensor value, int64_t dtype);
   static void EnterModule(int64_t slot_id);
   static void ExitModule(int64_t slot_id);
   // Registers the custom ops on the first call; throws c10::Error if that fails.
@@ -603,6 +636,11 @@ at::Tensor GraphInstrumentation::State::After(at::Tensor value, int64_t slot_id)
   return result;
 }
 
+int64_t GraphInstrumentation::State::HeldDtype(at::Tensor value, int64_t dtype) {
+  if (active_observer == nullptr || !value.defined()) return dtype;
+  return static_cast<int64_t>(active_observer->HeldDtype(value));
+}
+
 void GraphInstrumentation::State::EnterModule(int64_t slot_id) {
   const HookSlot* slot = FindActiveSlot(slot_id);
   if (slot == nullptr) return;
@@ -625,6 +663,7 @@ void GraphInstrumentation::State::RegisterOpsOnce() {
           .op(kBeforeSchema, &State::Before, Registry::options().aliasAnalysis(kConservative))
           .op(kBeforeOptionalSchema, &State::BeforeOptional, Registry::options().aliasAnalysis(kConservative))
           .op(kAfterSchema, &State::After, Registry::options().aliasAnalysis(kConservative))
+          .op(kHeldDtypeSchema, &State::HeldDtype, Registry::options().aliasAnalysis(kConservative))
           .op(kEnterSchema, &State::EnterModule, Registry::options().aliasAnalysis(kConservative))
           .op(kExitSchema, &State::ExitModule, Registry::options().aliasAnalysis(kConservative));
 }

@@ -96,6 +96,10 @@ class ModuleShadow : public GraphObserver {
                     const at::Tensor& value) override;
   at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
                    const at::Tensor& value) override;
+  // The wrapped observer's: a branch on a dtype goes where it goes without the shadow.
+  c10::ScalarType HeldDtype(const at::Tensor& value) const override {
+    return inner_ != nullptr ? inner_->HeldDtype(value) : value.scalar_type();
+  }
 
   // kCompare: every site measured, largest excess first.
   std::vector<IsolatedError> Errors() const;

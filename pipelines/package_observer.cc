@@ -151,8 +151,9 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     if (input_index < 0) return value;  // a list element or a dtype source
     // A weighted op's operands; a product of two activations (probs @ v) too under the
     // emulation, since matmul does not promote either.
-    const bool audited = site.weight_input >= 0 || (policy_.emulate_fp16 && site.weighted != nullptr &&
-                                                    site.weighted->sum == WeightedSum::kMatmul);
+    const bool audited =
+        site.weighted != nullptr &&
+        (site.weight_input >= 0 || (policy_.emulate_fp16 && site.weighted->sum == WeightedSum::kMatmul));
     if (audited && (mismatch_log_ != nullptr || policy_.emulate_fp16) && value.defined() &&
         value.is_floating_point()) {
       AuditOperandDtypes(path, site, input_index, RunDtypeOf(value));

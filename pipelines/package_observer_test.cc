@@ -268,6 +268,25 @@ def forward(self, x):
   EXPECT_TRUE(out.isinf().any().item<bool>()) << out;
 }
 
+// A branch on a dtype (`if h.dtype == torch.float16:` upcast, as Flux/SD3 write) goes where
+// a real FP16 run goes: the emulation holds h in float32 for FP16. (5 is torch.float16,
+// which define() cannot name.)
+TEST(PackageObserverTest, Fp16EmulationABranchOnTheDtypeTakesTheFp16Side) {
+  Emulated upcast(R"JIT(
+def forward(self, x):
+    h = torch.linear(x, self.w) * 10000.0
+    if h.dtype == 5:
+        h = (h.float() * 16.0) / 32.0
+    else:
+        h = (h * 16.0) / 32.0
+    return h
+)JIT",
+                  EmulatedFp16(), torch::full({4, 8}, 0.25));
+  const at::Tensor out = upcast.Forward({torch::full({2, 8}, 1.0)});
+  EXPECT_TRUE(out.isfinite().all().item<bool>()) << out;  // 2e4 * 16 = 3.2e5 in float32
+  EXPECT_FLOAT_EQ(out[0][0].item<float>(), 10000.0f);
+}
+
 // A fill's constant out of FP16's range (masked_fill(mask, -1e9)) raises in a real FP16
 // run, where the emulation would only have rounded it to -Inf; an infinity fills.
 TEST(PackageObserverTest, Fp16EmulationRaisesWhereAFillConstantOverflowsFp16) {
