@@ -32,6 +32,7 @@ struct InstrumentedModule {
   std::string root;  // "denoiser" or "decoder"
   torch::jit::Module module;
   std::unique_ptr<GraphInstrumentation> instrumentation;
+  std::vector<std::string> complex_cast;  // ApplyPolicy: complex tensors made real ("denoiser.freqs")
 };
 
 class TorchScriptModel : public VideoModel {
@@ -93,9 +94,22 @@ class TorchScriptModel : public VideoModel {
 
   std::string ObservedSummary() const override {
     const std::string accumulation = observer_.accumulation().ObservedNote();
+    std::string complex_cast;
+    for (const InstrumentedModule* m : {&denoiser_, &decoder_}) {
+      for (const std::string& name : m->complex_cast)
+        complex_cast += (complex_cast.empty() ? "" : ", ") + name;
+    }
+    if (!complex_cast.empty()) {
+      const DtypePolicy& policy = observer_.policy();
+      complex_cast =
+          "complex tensors cast to " +
+          std::string(c10::toString(policy.emulate_fp16 ? at::kHalf : policy.compute)) +
+          " as Python's Module.to(dtype) casts them, their imaginary parts dropped: " + complex_cast;
+    }
     return "denoiser: " + denoiser_.instrumentation->coverage().Summary() +
            "; decoder: " + decoder_.instrumentation->coverage().Summary() +
-           (accumulation.empty() ? "" : "; " + accumulation);
+           (accumulation.empty() ? "" : "; " + accumulation) +
+           (complex_cast.empty() ? "" : "; " + complex_cast);
   }
 
  private:
@@ -154,16 +168,21 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
 // Places every parameter and floating buffer on `device` in the dtype the policy gives
 // its module: float32 inside an fp32_modules island, else the compute dtype. FP8 storage
 // rounds the weights through their 8-bit codes first (what a model stored in FP8 and
-// upcast at use computes with); FP16 emulation rounds them through float16.
+// upcast at use computes with); FP16 emulation rounds them through float16. A complex
+// tensor outside the islands under a reduced policy becomes real, as Python's
+// Module.to(dtype) makes it (a RoPE table registered as a complex buffer loses its sines).
 void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device device) {
   const std::optional<Fp8Format> fp8 = Fp8FormatOf(policy.storage);
+  const bool reduced = policy.emulate_fp16 || policy.compute != at::kFloat;
   auto place = [&](const std::string& name, at::Tensor value, bool is_weight) {
-    if (!value.is_floating_point()) {
+    const bool island = policy.InFp32Module(JoinModulePath(m.root, ModuleOfWeight(name)));
+    const bool made_real = value.is_complex() && reduced && !island;
+    if (!value.is_floating_point() && !made_real) {
       value.set_data(value.to(device));
       return;
     }
-    const bool island = policy.InFp32Module(JoinModulePath(m.root, ModuleOfWeight(name)));
-    at::Tensor placed = value.to(at::kFloat);
+    if (made_real) m.complex_cast.push_back(m.root + "." + name);
+    at::Tensor placed = made_real ? at::real(value).to(at::kFloat) : value.to(at::kFloat);
     if (fp8 && is_weight && !island) {
       placed = DecodeFp8Tensor(EncodeFp8Tensor(placed, *fp8), *fp8, at::kFloat, placed.device());
     }

@@ -302,6 +302,44 @@ def test_an_integer_buffer_keeps_its_dtype_under_every_policy(tmp_path):
     assert statuses == ["PASS"] * 4, r.stdout
 
 
+def write_complex_rope_package(path):
+    """A denoiser that rotates its tokens by a RoPE table registered as a complex buffer
+    (freqs_cis, as LLaMA-style DiT code keeps it). Python's Module.to(torch.float16) casts a
+    complex buffer to a real one, dropping the sines: the rotation is lost under 16 bits."""
+    import torch
+    from torch import nn
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 4, 1)
+            angles = torch.linspace(0.5, 2.5, 2 * 8 * 8 * 2).reshape(2 * 8 * 8, 2)
+            self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles))
+
+        def forward(self, x, t, cond):
+            b, c, f, h, w = x.shape
+            tokens = self.proj(x).flatten(2).transpose(1, 2)  # [B, N, 4]
+            xc = torch.view_as_complex(tokens.float().reshape(b, f * h * w, 2, 2).contiguous())
+            rotated = torch.view_as_real(xc * self.freqs_cis).flatten(2).type_as(x)
+            return 0.3 * rotated.transpose(1, 2).reshape(b, c, f, h, w) + 0.0 * (t.sum() + cond.sum()).to(x.dtype)
+
+    save_package(path, "complex-rope", Denoiser, None, frames=2, tokens=2)
+
+
+def test_a_complex_buffer_is_cast_to_real_as_python_casts_it(tmp_path):
+    package = tmp_path / "pkg"
+    write_complex_rope_package(package)
+    goldens = tmp_path / "golden"
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    assert run("golden", "make", *common).returncode == 0
+    r = run("check", *common, "--policy", "fp32,fp16-emulated", "--json", "-")
+    cells = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
+    assert cells["fp32"]["status"] == "PASS", r.stdout  # the model as it is: complex
+    fp16 = cells["fp16-emulated"]
+    assert fp16["status"] in ("FAIL", "BROKEN_FRAMES"), fp16
+    assert "complex tensors cast to Half" in fp16["observed"] and "denoiser.freqs_cis" in fp16["observed"], fp16
+
+
 def write_float32_decoder_package(path):
     """A package whose decoder multiplies by a plain float32 tensor attribute (not a
     buffer: module.to(dtype) leaves it), so that its GroupNorm takes a float32 input
