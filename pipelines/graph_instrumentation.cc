@@ -311,8 +311,6 @@ c10::optional<NodePlan> PlanOp(jit::Node* node) {
   const bool conversion = IsDtypeConversion(node->kind());
   plan.site.weighted = FindWeightedOp(plan.site.op);
   plan.site.weight_input = WeightInput(node, plan.site.weighted);
-  // aten::embedding(weight, indices): a stored table (FP8 storage rounds it) read by index.
-  if (plan.site.op == "aten::embedding" && IsWeightRead(node->input(0))) plan.site.weight_input = 0;
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     // Optional tensors too: a scripted norm's weight and bias reach aten::group_norm as
     // Tensor? (an op island casts them with the input; dtype propagation sees them).

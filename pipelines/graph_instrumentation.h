@@ -102,8 +102,7 @@ struct GraphSite {
   const WeightedOp* weighted = nullptr;
   // kOp only: for a weighted op whose weight is there (linear's and the convolutions'
   // operand 1; a product's operand read from a module attribute, or a tensor constant in a
-  // frozen module), or an aten::embedding's table (operand 0): the index of the weight
-  // operand among the node's inputs, else -1.
+  // frozen module): the index of the weight operand among the node's inputs, else -1.
   int weight_input = -1;
   // kOp only: that weight operand is a tensor constant of the graph (a frozen module's
   // weight, a tensor a trace baked in), which module.to(dtype) leaves in the dtype it was

@@ -67,6 +67,12 @@ double OffsetRatio(const std::string& op, const at::Tensor& value) {
   return variance > 0 && std::isfinite(square) ? std::sqrt(square / variance) : 0;
 }
 
+// The input of `op` that is a stored weight though `op` is no weighted op (weighted_ops.h):
+// an embedding's table, a norm's affine weight (FP8 storage rounds them too); -1 for the
+// others. A scripted nn.Embedding or nn.GroupNorm passes it through F.embedding or
+// F.group_norm as an argument, so the graph does not show it is a module's attribute.
+int StoredWeightInput(const std::string& op) { return op == "aten::embedding" ? 0 : NormWeightInput(op); }
+
 }  // namespace
 
 double IsolatedError::Excess() const {
@@ -124,7 +130,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(value)) {
     return inner.Before(path, site, input_index, value);
   }
-  if (input_index == site.weight_input || (value.is_leaf() && value.requires_grad())) {  // a weight
+  if (input_index == site.weight_input || input_index == StoredWeightInput(site.op) ||
+      (value.is_leaf() && value.requires_grad())) {  // a weight
     const std::string name = SiteKey(path, site.op, /*upcoming=*/true);
     if (mode_ == Mode::kRecord && value.numel() > 0) {  // the FP32 weights: their largest
       double& absmax = weight_absmax_[name];

@@ -192,6 +192,38 @@ TEST(ModuleShadowTest, WeightsBeyondFp8sRangeMakeTheirOpTheProducer) {
   }
 }
 
+// The same for the stored weights of ops that are no weighted ops: a norm's affine weight
+// and an embedding's table, passed to a function as arguments (as a scripted nn.GroupNorm
+// passes its weight through F.group_norm): the shadow keeps them as the run stores them.
+TEST(ModuleShadowTest, ANormsAffineWeightOrAnEmbeddingTableBeyondFp8sRangeMakesItsOpTheProducer) {
+  StatusOr<DtypePolicy> fp8 = FindPolicy("fp8e4m3-bf16");
+  ASSERT_TRUE(fp8.ok());
+  for (const std::string op : {"aten::group_norm", "aten::embedding"}) {
+    jit::Module root("Stored");
+    root.register_parameter("w", torch::full({4}, 2000.0), false);
+    root.register_parameter("table", torch::full({3, 4}, 2000.0), false);
+    root.define(R"JIT(
+def norm(self, x, w):
+    return torch.group_norm(x, 2, w)
+
+def lookup(self, table, rows):
+    return torch.embedding(table, rows)
+
+def forward(self, x):
+    if )JIT" + std::string(op == "aten::group_norm" ? "True" : "False") +
+                R"JIT(:
+        return self.norm(x, self.w) * 1.0
+    return self.lookup(self.table, torch.arange(2) * 0) * 1.0 + x
+)JIT");
+    const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+    const std::vector<IsolatedError> errors =
+        ShadowErrors(root, *instrumentation, *fp8, torch::arange(8).reshape({2, 4}).to(at::kFloat));
+    ASSERT_FALSE(errors.empty()) << op;
+    EXPECT_EQ(errors.front().op, op);
+    EXPECT_EQ(errors.front().saturated_weight, 2000.0) << op;
+  }
+}
+
 TEST(ModuleShadowTest, ANonfiniteOutputFromFiniteInputsIsAnInfiniteExcess) {
   jit::Module root("Overflow");
   root.register_module("big", Leaf("Big", "x * 100000.0"));

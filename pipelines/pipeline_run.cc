@@ -238,6 +238,10 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   model.TakeIslandInputMakers();  // a kept model's last run's
 
   bool threw = true;
+  // A model that draws random numbers itself (noise augmentation: torch.randn in its
+  // forward) draws the same ones in every run of the cell: the golden's, the policy's, the
+  // shadow's.
+  at::manual_seed(spec.seed);
   try {
     outcome.result = spec.replay_trajectory.defined()
                          ? ReplaySteps(model, outcome.sampler, spec.seed, spec.replay_trajectory, on_step)

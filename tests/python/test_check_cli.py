@@ -340,6 +340,35 @@ def test_a_complex_buffer_is_cast_to_real_as_python_casts_it(tmp_path):
     assert "complex tensors cast to Half" in fp16["observed"] and "denoiser.freqs_cis" in fp16["observed"], fp16
 
 
+def write_noise_augmentation_package(path):
+    """A denoiser that draws noise itself (noise augmentation: torch.randn_like in its
+    forward), from the global generator."""
+    import torch
+    from torch import nn
+
+    class Denoiser(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv3d(4, 4, 1)
+
+        def forward(self, x, t, cond):
+            noisy = x + 0.1 * torch.randn_like(x)
+            return 0.3 * self.proj(noisy) + 0.0 * (t.sum() + cond.sum()).to(x.dtype)
+
+    save_package(path, "noise-augmentation", Denoiser, None, frames=2, tokens=2)
+
+
+def test_a_model_that_draws_noise_itself_draws_the_same_in_every_run_of_a_cell(tmp_path):
+    package = tmp_path / "pkg"
+    write_noise_augmentation_package(package)
+    goldens = tmp_path / "golden"
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    assert run("golden", "make", *common).returncode == 0
+    r = run("check", *common, "--policy", "fp32", "--json", "-")
+    cell = json.loads(r.stdout)["cells"][0]
+    assert cell["status"] == "PASS" and cell["metrics"]["rel_l2"] == 0.0, cell
+
+
 def write_float32_decoder_package(path):
     """A package whose decoder multiplies by a plain float32 tensor attribute (not a
     buffer: module.to(dtype) leaves it), so that its GroupNorm takes a float32 input
