@@ -302,6 +302,15 @@ def test_an_integer_buffer_keeps_its_dtype_under_every_policy(tmp_path):
     assert statuses == ["PASS"] * 4, r.stdout
 
 
+def golden_then_check(package, goldens, policies):
+    """`golden make`, then `check --policy POLICIES --json -` of a package: its cells by policy."""
+    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
+    made = run("golden", "make", *common)
+    assert made.returncode == 0, made.stdout + made.stderr
+    r = run("check", *common, "--policy", policies, "--json", "-")
+    return {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
+
+
 def write_complex_rope_package(path):
     """A denoiser that rotates its tokens by a RoPE table registered as a complex buffer
     (freqs_cis, as LLaMA-style DiT code keeps it). Python's Module.to(torch.float16) casts a
@@ -327,14 +336,9 @@ def write_complex_rope_package(path):
 
 
 def test_a_complex_buffer_is_cast_to_real_as_python_casts_it(tmp_path):
-    package = tmp_path / "pkg"
-    write_complex_rope_package(package)
-    goldens = tmp_path / "golden"
-    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
-    assert run("golden", "make", *common).returncode == 0
-    r = run("check", *common, "--policy", "fp32,fp16-emulated", "--json", "-")
-    cells = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
-    assert cells["fp32"]["status"] == "PASS", r.stdout  # the model as it is: complex
+    write_complex_rope_package(tmp_path / "pkg")
+    cells = golden_then_check(tmp_path / "pkg", tmp_path / "golden", "fp32,fp16-emulated")
+    assert cells["fp32"]["status"] == "PASS", cells["fp32"]  # the model as it is: complex
     fp16 = cells["fp16-emulated"]
     assert fp16["status"] in ("FAIL", "BROKEN_FRAMES"), fp16
     assert "complex tensors cast to Half" in fp16["observed"] and "denoiser.freqs_cis" in fp16["observed"], fp16
@@ -359,13 +363,8 @@ def write_noise_augmentation_package(path):
 
 
 def test_a_model_that_draws_noise_itself_draws_the_same_in_every_run_of_a_cell(tmp_path):
-    package = tmp_path / "pkg"
-    write_noise_augmentation_package(package)
-    goldens = tmp_path / "golden"
-    common = ("--model", str(package), "--golden-dir", str(goldens), "--threads", "1")
-    assert run("golden", "make", *common).returncode == 0
-    r = run("check", *common, "--policy", "fp32", "--json", "-")
-    cell = json.loads(r.stdout)["cells"][0]
+    write_noise_augmentation_package(tmp_path / "pkg")
+    cell = golden_then_check(tmp_path / "pkg", tmp_path / "golden", "fp32")["fp32"]
     assert cell["status"] == "PASS" and cell["metrics"]["rel_l2"] == 0.0, cell
 
 
@@ -491,15 +490,11 @@ def write_replicate_pad_package(path, offset):
 
 def test_an_op_without_a_kernel_in_the_policys_dtype_runs_in_fp32_so_the_rest_is_judged(tmp_path):
     # torch 1.13's CPU has no BF16 replication_pad3d; LibTorch 2.x has one (no fallback).
-    goldens = tmp_path / "golden"
     cells = {}
     for name, offset in (("healthy", 0.0), ("defect", 2048.0)):
         write_replicate_pad_package(tmp_path / name, offset)
-        common = ("--model", str(tmp_path / name), "--golden-dir", str(goldens), "--threads", "1")
-        assert run("golden", "make", *common).returncode == 0
-        r = run("check", *common, "--policy", "fp32,bf16", "--json", "-")
-        cells[name] = {c["policy"]: c for c in json.loads(r.stdout)["cells"]}
-        assert cells[name]["fp32"]["status"] == "PASS", r.stdout
+        cells[name] = golden_then_check(tmp_path / name, tmp_path / "golden", "fp32,bf16")
+        assert cells[name]["fp32"]["status"] == "PASS", cells[name]["fp32"]
     healthy, defect = cells["healthy"]["bf16"], cells["defect"]["bf16"]
     if "replication_pad3d" not in healthy["reason"]:
         assert healthy["status"] == "PASS" and defect["status"] in ("FAIL", "BROKEN_FRAMES"), (healthy, defect)
