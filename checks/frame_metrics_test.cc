@@ -248,7 +248,8 @@ TEST(FrameMetricsTest, TemporalErrorOfANearStaticClipIsJudgedAgainstAQuarterOfIt
   for (int64_t t = 1; t < ref.frames; ++t) {
     std::copy(ref.values.begin(), ref.values.begin() + frame_len, frozen.values.begin() + t * frame_len);
   }
-  EXPECT_NEAR(ComputeVideoMetrics(ref.View(), frozen.View()).temporal_rel_l2, 0.002 / (0.25 * contrast), 1e-6);
+  EXPECT_NEAR(ComputeVideoMetrics(ref.View(), frozen.View()).temporal_rel_l2, 0.002 / (0.25 * contrast),
+              1e-6);
 }
 
 TEST(FrameMetricsTest, ZeroDenominatorsFollowTheDocumentedRule) {
