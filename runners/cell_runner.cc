@@ -297,10 +297,11 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
 // instead, as an op island (what a device with the kernel computes, to one rounding): the
 // island entry for `error`, or "" where that is not the cure (not the CPU, the whole
 // policy's compute such as FP16 matmul, an op already in FP32, an op not located).
-std::string KernelFallbackEntry(const PipelineSpec& spec, const ClassifiedError& error) {
+std::string KernelFallbackEntry(const PipelineSpec& spec, const ClassifiedError& error,
+                                size_t fallbacks_so_far) {
   constexpr size_t kMaxKernelFallbacks = 3;
   if (spec.device.rfind("cpu", 0) != 0 || error.module.empty() || error.graph_op.empty() ||
-      FindWeightedOp(error.graph_op) != nullptr || spec.policy.fp32_modules.size() >= kMaxKernelFallbacks) {
+      FindWeightedOp(error.graph_op) != nullptr || fallbacks_so_far >= kMaxKernelFallbacks) {
     return "";
   }
   const std::string entry = OpIslandEntry(error.module, error.graph_op);
@@ -382,7 +383,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::vector<std::string> kernel_fallbacks;
   std::string unsupported_reason;
   while (outcome->kind == RunEnd::kUnsupported) {
-    const std::string entry = KernelFallbackEntry(spec, outcome->error);
+    const std::string entry = KernelFallbackEntry(spec, outcome->error, kernel_fallbacks.size());
     if (entry.empty()) break;
     if (unsupported_reason.empty()) unsupported_reason = outcome->unsupported;
     kernel_fallbacks.push_back(entry);
