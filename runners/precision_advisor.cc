@@ -43,6 +43,22 @@ Culprit CulpritOf(const CellResult& r) {
   return {};
 }
 
+// An isolated error this many times what its precision predicts is the op's making; below
+// it, the largest of a run's errors is the rounding every op makes (a clean softmax at 1x),
+// and an island there would chase it.
+constexpr double kCauseExcess = 2;
+
+// Whether `r` names where its failure is made: an error or a first non-finite value does;
+// a producer does when its error is beyond its precision's (kCauseExcess) or is an offset
+// a norm cancels.
+bool NamesACause(const CellResult& r) {
+  if (r.status == CellStatus::kError || r.first_nonfinite.found) return true;
+  const ErrorProducer& p = r.producer;
+  if (!p.found) return false;
+  return !p.norm_module.empty() || !(p.predicted_error > 0) ||
+         !(p.isolated_error < kCauseExcess * p.predicted_error);
+}
+
 // Where the islands for a failed run start: its culprit, except when the culprit made
 // the error by an offset that a norm cancels (ErrorProducer::norm_module): the norm. An
 // island around the offset's maker alone hands its output to the norm rounded; an island
@@ -50,6 +66,7 @@ Culprit CulpritOf(const CellResult& r) {
 // (Grow), the maker among them.
 Culprit IslandSeedOf(const CellResult& r) {
   const Culprit c = CulpritOf(r);
+  if (!NamesACause(r)) return {};
   const ErrorProducer& p = r.producer;
   if (p.found && !p.norm_module.empty() && c.module == p.module && c.op == p.op)
     return {p.norm_module, p.norm_op};
@@ -135,14 +152,19 @@ std::string Wider(const std::string& island) {
   return parent == "*" ? "" : parent;
 }
 
-// The ops that made the inputs of `failed`'s module islands (CellResult::island_input_makers)
-// and are not islands yet: kept in FP32 as op islands, they hand their outputs to the
-// island unrounded (op_islands.h), where a module island takes the value as it was made.
-Islands NewInputMakers(const DtypePolicy& base, const Islands& islands, const CellResult& failed) {
+// The ops that made the inputs of `failed`'s islands (CellResult::island_input_makers) and
+// are not islands yet, each as IslandFor takes it: an op on its module's own weights (a
+// conv whose bias carries an offset) as that module, whose weights then stay FP32 too;
+// any other as an op island, which hands its output to the island unrounded
+// (op_islands.h), where a module island takes the value as it was made.
+Islands NewInputMakers(const DtypePolicy& base, const Islands& islands, const CellResult& failed,
+                       const std::vector<WeightSize>& weights) {
   Islands out;
   for (const std::string& entry : failed.island_input_makers) {
     const Culprit op{ModuleOfIslandEntry(entry), entry.substr(entry.find(':') + 1)};
-    if (!Contains(islands, entry) && !Covers(base, islands, op)) out.push_back(entry);
+    const std::string island = IslandFor(op, weights);
+    if (!Contains(islands, entry) && !Covers(base, islands, op) && !Contains(out, island))
+      out.push_back(island);
   }
   return out;
 }
@@ -243,6 +265,7 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
           const std::vector<WeightSize>& weights, double cap, Islands* queue, Culprit* last) {
   Culprit c = IslandSeedOf(failed);
   const bool unmoved = Unmoved(before, failed);
+  const bool names_none = c.module.empty();
   if (c.module.empty() || (unmoved && !last->module.empty() && Covers(base, islands, *last))) {
     c = *last;
   }
@@ -263,15 +286,17 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
     // at a root, whose module is the whole denoiser or decoder) that left a finite error
     // (or broken frames) where it was took its input rounded where it was made (an offset
     // added before a norm, or before the subtraction that takes it out again): first the
-    // ops that made its inputs join it (no weights), then the parent. Any other op island
-    // widens to its module first.
+    // ops that made its inputs join it, then the parent. So does one whose run moved but
+    // names no cause of its own: what is left came in with an input not yet in FP32 (a conv
+    // whose bias carries the offset, under the island of the add that takes it). Any other
+    // op island widens to its module first.
     auto covering = std::find_if(next.begin(), next.end(),
                                  [&](const std::string& island) { return Covers(base, {island}, c); });
     const bool widens_to_root = covering != next.end() && IsOpIslandEntry(*covering) &&
                                 ParentModule(ModuleOfIslandEntry(*covering)) == "*";
     const bool makers_first =
-        unmoved && (covering == next.end() || !IsOpIslandEntry(*covering) || widens_to_root);
-    const Islands makers = makers_first ? NewInputMakers(base, islands, failed) : Islands();
+        (unmoved || names_none) && (covering == next.end() || !IsOpIslandEntry(*covering) || widens_to_root);
+    const Islands makers = makers_first ? NewInputMakers(base, islands, failed, weights) : Islands();
     if (!makers.empty()) {
       next.insert(next.end(), makers.begin(), makers.end());
     } else if (covering != next.end()) {

@@ -47,6 +47,12 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  the denoiser's LayerNorm takes the +64 out again: in BF16 the tokens sit on
                  a 1/4 grid and the norm returns that error at full scale. The error shows
                  in the norm and is made by the Linear in a sibling module.
+  trunk-bias     buffer-table's denoiser; the decoder's decoder.mix sums a 1x1 conv of the
+                 clip mean whose bias is +1024 (the trunk) and a temporal conv of the
+                 deviations, then a GroupNorm takes the +1024 out: FP16 keeps the conv's
+                 output on a grid of 1 and the norm returns that at full scale. The add's
+                 op island hands the norm an exact sum of the conv's rounded output: the
+                 conv's module (whose FP16 bias rounds too) has to join, not the decoder.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -278,6 +284,31 @@ class MotionOffsetDecoder(Decoder):
         return torch.tanh(self.conv(up))
 
 
+class TrunkMix(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Conv3d(4, 16, 1)
+        self.branch = nn.Conv3d(4, 16, (3, 1, 1), padding=(1, 0, 0))
+        with torch.no_grad():
+            self.key.bias.add_(1024.0)
+
+    def forward(self, z):
+        static = z.mean(dim=2, keepdim=True)
+        return self.key(static) + 0.5 * self.branch(z - static)
+
+
+class TrunkBiasDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mix = TrunkMix()
+        self.norm = nn.GroupNorm(4, 16)
+        self.conv = nn.Conv3d(16, 3, 1)
+
+    def forward(self, z):
+        up = torch.nn.functional.interpolate(self.norm(self.mix(z)), scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(self.conv(up))
+
+
 def write(out_dir, name, denoiser, traced=False, frozen=False, decoder_class=None):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
@@ -320,6 +351,8 @@ def main():
     write(out_dir, "inplace-sum", InPlaceSumDenoiser())
     torch.manual_seed(3)
     write(out_dir, "offset-motion", TableDenoiser(plain=False), decoder_class=MotionOffsetDecoder)
+    torch.manual_seed(3)
+    write(out_dir, "trunk-bias", TableDenoiser(plain=False), decoder_class=TrunkBiasDecoder)
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

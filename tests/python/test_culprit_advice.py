@@ -39,7 +39,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion"):
+                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -169,6 +169,23 @@ def test_advise_keeps_the_op_that_makes_an_op_islands_input_with_it_for_broken_f
     assert advice["status_before"] == "BROKEN_FRAMES" and advice["status_after"] == "PASS", advice["runs"]
     assert set(advice["islands"]) == {"decoder:aten::add", "decoder:aten::sub"}, advice["runs"]
     assert ["decoder"] not in [run_["islands"] for run_ in advice["runs"]]
+
+
+def test_advise_takes_in_the_conv_whose_rounded_output_an_op_island_adds(packages, tmp_path):
+    """trunk-bias under fp16-emulated: the norm, then the add that makes its input, in FP32
+    leave the conv's FP16-rounded output (and its FP16 bias of +1024) in the sum; the run
+    moves but names no cause of its own (its largest error is a rounding at 1x). The add's
+    input makers join it, a conv on its own weights as its module. Before, the search
+    widened to the parent decoder.mix (45% of the weights) or chased that 1x rounding."""
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", packages / "trunk-bias", "--policy", "fp16-emulated", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    advice = json.loads(out.read_text())
+    assert advice["status_before"] == "FAIL" and advice["status_after"] == "PASS", advice["runs"]
+    assert set(advice["islands"]) == {"decoder.mix.key", "decoder.mix:aten::add", "decoder.norm"}, advice["runs"]
+    tried = [run_["islands"] for run_ in advice["runs"]]
+    assert not any("decoder.mix" in islands or "decoder" in islands for islands in tried), tried
 
 
 def test_an_op_island_on_a_scripted_norm_casts_its_weight_with_its_input(packages, tmp_path):
