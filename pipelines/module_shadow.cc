@@ -239,7 +239,6 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     e.error = sums.nonfinite > 0 ? std::numeric_limits<double>::infinity()
               : sums.ref > 0     ? std::sqrt(sums.diff / sums.ref)
                                  : 0.0;
-    e.predicted = std::max(PredictedError(policy_, e.module, e.op, sums.weighted), sums.input_roundoff);
     e.saturated_weight = sums.saturated_weight;
     const auto norm = reference_->norm_inputs_.find(name);
     if (norm != reference_->norm_inputs_.end()) {
@@ -250,6 +249,12 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
         e.input_maker_op = norm->second.maker.substr(maker_tab + 1);
       }
     }
+    // A norm that cancels its input's offset returns the compute's rounding of that input
+    // at offset x its precision: judged against the compute's precision, not against its
+    // affine weights' storage (an FP8 format's 2^-2 would hide a 49x cancellation).
+    const bool cancels = e.input_offset >= kCancellingOffset;
+    e.predicted =
+        std::max(PredictedError(policy_, e.module, e.op, sums.weighted && !cancels), sums.input_roundoff);
     out.push_back(e);
   }
   std::stable_sort(out.begin(), out.end(),

@@ -280,6 +280,34 @@ def forward(self, x):
   EXPECT_EQ(centred, 1);
 }
 
+// Under FP8 storage a norm's affine weight predicts 2^-2 of error, yet a norm that cancels
+// its input's offset returns the compute's rounding of it: that cancellation is judged
+// against the compute's precision (FP16 here), or a 49x error would read as 1x.
+TEST(ModuleShadowTest, ANormThatCancelsAnOffsetIsJudgedByTheComputeNotItsFp8Weights) {
+  jit::Module root("DriftThenAffineNorm");
+  root.register_module("drift", Leaf("Drift", "x * 1.0 + 64.0"));
+  jit::Module norm("AffineNorm");
+  norm.register_parameter("weight", torch::ones({16}), false);
+  norm.define("def forward(self, x):\n    return torch.layer_norm(x, [16], self.weight)\n");
+  root.register_module("norm", norm);
+  root.define(R"JIT(
+def forward(self, x):
+    return self.norm.forward(self.drift.forward(x))
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  torch::manual_seed(0);
+  const at::Tensor x = torch::rand({2, 16}).to(at::kHalf).to(at::kFloat);
+  DtypePolicy fp8_storage = Fp16Emulated();  // FP16 compute, the weights stored in FP8
+  fp8_storage.storage = WeightStorage::kFp8E5M2;
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, fp8_storage, x);
+  ASSERT_FALSE(errors.empty());
+  const IsolatedError& top = errors.front();
+  EXPECT_EQ(top.module, "m.norm");
+  EXPECT_GT(top.input_offset, kCancellingOffset);
+  EXPECT_EQ(top.predicted, std::ldexp(1.0, -11)) << top.error;
+  EXPECT_GT(top.Excess(), 8);
+}
+
 TEST(OpIslandsTest, AnEntryWithAnOpSelectsThatOpAtItsModulesOwnLevelOnly) {
   DtypePolicy policy = Fp16Emulated();
   policy.fp32_modules = {"denoiser.blocks.*.attn:aten::*matmul", "decoder"};
