@@ -83,10 +83,14 @@ class TorchScriptModel : public VideoModel {
   }
   std::string CurrentOp() const override { return active_ ? active_->instrumentation->last_op() : ""; }
   std::string CurrentOpNote() const override {
-    if (!active_ || !active_->instrumentation->last_op_weight_is_constant()) return "";
-    return "its weight is a tensor constant of " + active_->root +
-           ".pt (torch.jit.freeze or a trace baked it in), which module.to(dtype) does not convert: "
-           "cast the model before freezing or tracing it";
+    if (!active_) return "";
+    if (active_->instrumentation->last_op_weight_is_constant()) {
+      return "its weight is a tensor constant of " + active_->root +
+             ".pt (torch.jit.freeze or a trace baked it in), which module.to(dtype) does not convert: "
+             "cast the model before freezing or tracing it";
+    }
+    const std::string& origin = observer_.Float32OperandOrigin();
+    return origin.empty() ? "" : "its float32 operand became float32 at " + origin;
   }
   // Hands the modules over (the model is not used after).
   InstrumentedModule TakeDenoiser() { return std::move(denoiser_); }

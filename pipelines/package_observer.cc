@@ -125,6 +125,25 @@ at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype
   return value;
 }
 
+void PackageObserver::NoteFloat32Operand(const GraphSite& site, const at::Tensor& value) {
+  if (float32_origin_site_ != &site) {
+    float32_origin_site_ = &site;
+    float32_operand_origin_.clear();
+  }
+  if (!float32_operand_origin_.empty() || RunDtypeOf(value) != at::kFloat) return;
+  const std::string* origin = float32_origins_.Find(value);
+  if (origin != nullptr) float32_operand_origin_ = *origin;
+}
+
+void PackageObserver::KeepFloat32Origin(const std::string& path, const GraphSite& site,
+                                        const at::Tensor& out) {
+  const bool noted = float32_origin_site_ == &site && !float32_operand_origin_.empty();
+  if (out.defined() && out.is_floating_point() && RunDtypeOf(out) == at::kFloat) {
+    float32_origins_.Put(out, noted ? float32_operand_origin_ : path + " (" + site.op + ")");
+  }
+  float32_origin_site_ = nullptr;
+}
+
 std::string PackageObserver::MakerOf(const at::Tensor& value) const {
   const std::string* maker = makers_.Find(value);
   return maker != nullptr ? *maker : "";
@@ -134,10 +153,15 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
                                    const at::Tensor& value) {
   if (site.kind == GraphSite::Kind::kCopyingView) {
     if (track_makers_) copy_maker_ = MakerOf(value);
+    if (track_float32_) {
+      const std::string* origin = float32_origins_.Find(value);
+      copy_float32_origin_ = origin != nullptr ? *origin : "";
+    }
     if (policy_.emulate_fp16) would_be_.AddInput(site, input_index, value);
     return value;
   }
   if (site.kind == GraphSite::Kind::kOp) {
+    if (track_float32_ && value.defined() && value.is_floating_point()) NoteFloat32Operand(site, value);
     if (policy_.emulate_fp16 && input_index == 0 && site.fill_constant && RunDtypeOf(value) == at::kHalf)
       RaiseIfFillOverflowsHalf(*site.fill_constant);
     if (policy_.emulate_fp16 && value.defined() && value.is_floating_point()) {
@@ -196,6 +220,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   if (site.kind == GraphSite::Kind::kCopyingView) {
     // A copy is a new storage: it holds its input's would-be dtype (a view has it already).
     if (track_makers_ && !copy_maker_.empty()) makers_.Put(value, copy_maker_);
+    if (track_float32_ && !copy_float32_origin_.empty()) float32_origins_.Put(value, copy_float32_origin_);
     if (!policy_.emulate_fp16) return value;
     const c10::ScalarType dtype = would_be_.OutputDtype(site);
     if (IsFloat32(value) && would_be_.Of(value) == c10::ScalarType::Undefined) would_be_.Set(value, dtype);
@@ -227,6 +252,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
     if (track_makers_ && !in_island && out.defined() && out.is_floating_point()) {
       makers_.Put(out, OpIslandEntry(path, site.op));
     }
+    if (track_float32_ && !in_island) KeepFloat32Origin(path, site, out);
   }
   // An uninitialised allocation (diffusers' baddbmm(torch.empty(..), q, k, beta=0)) holds
   // whatever memory it got, NaN included: not a value the model computed.

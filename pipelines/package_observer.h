@@ -49,7 +49,8 @@ class PackageObserver : public GraphObserver {
   PackageObserver(DtypePolicy policy, bool on_cpu)
       : policy_(std::move(policy)),
         accumulation_(AccumulationOf(policy_, on_cpu)),
-        track_makers_(!policy_.fp32_modules.empty()) {}
+        track_makers_(!policy_.fp32_modules.empty()),
+        track_float32_(policy_.emulate_fp16 || policy_.compute != at::kFloat) {}
 
   // A parameter or buffer of module `module_path` (after the policy placed it): its
   // would-be dtype for the FP16 emulation.
@@ -62,6 +63,8 @@ class PackageObserver : public GraphObserver {
   void BeginForward() {
     would_be_.ClearActivations();
     makers_.clear();
+    float32_origins_.clear();
+    float32_origin_site_ = nullptr;
     // An op that raised in the last forward left its operands here.
     matmul_ = MatmulOperands{};
     widening_ = Widening{};
@@ -74,6 +77,15 @@ class PackageObserver : public GraphObserver {
   // call; then forgets them. An island that takes its input rounded where it was made (an
   // offset added before a norm) needs that op in FP32 with it.
   std::vector<std::string> TakeIslandInputMakers() { return std::move(island_input_makers_); }
+  // Where the float32 operand of the op running now (the one that raised, when a run
+  // raised) became float32 under a reduced policy: the op outside the islands that made it
+  // float32 from no float32 input (a `.to(torch.float32)`, `torch.zeros`, an arange cast
+  // to the timestep's dtype) or first took it from a tensor no op made (a plain attribute,
+  // a constant), "denoiser (aten::to)"; "" when it has none or that is not known.
+  const std::string& Float32OperandOrigin() const {
+    static const std::string none;
+    return float32_origin_site_ != nullptr ? float32_operand_origin_ : none;
+  }
 
   void set_step(int step) { step_ = step; }
   void set_observer(ModuleObserver observer) { observer_ = std::move(observer); }
@@ -175,6 +187,16 @@ class PackageObserver : public GraphObserver {
   StorageMap<std::string> makers_;
   std::string copy_maker_;  // the maker of the running copying view's input
   std::vector<std::string> island_input_makers_;
+
+  // Where each float32 value of a reduced-precision run became float32 ("denoiser
+  // (aten::to)"), for Float32OperandOrigin: noted per op input, kept per op output.
+  void NoteFloat32Operand(const GraphSite& site, const at::Tensor& value);
+  void KeepFloat32Origin(const std::string& path, const GraphSite& site, const at::Tensor& out);
+  bool track_float32_;
+  StorageMap<std::string> float32_origins_;
+  const GraphSite* float32_origin_site_ = nullptr;  // the op whose operands were noted
+  std::string float32_operand_origin_;              // its first float32 operand's origin
+  std::string copy_float32_origin_;                 // of the running copying view's input
 };
 
 // "denoiser.blocks.1" + "ff" -> "denoiser.blocks.1.ff"; "" callee -> path.

@@ -231,20 +231,22 @@ def check_cells(packages, tmp_path, name):
     return {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
 
 
-@pytest.mark.parametrize("name,module,ops", [
-    ("plain-table", "denoiser.conv_out", {"aten::conv3d"}),
-    ("baked-table", "denoiser.conv_out", {"aten::_convolution"}),
-    ("float32-mask", "denoiser", {"aten::matmul"}),
-    ("frozen-table", "denoiser", {"aten::conv3d"}),
+@pytest.mark.parametrize("name,module,ops,origin", [
+    ("plain-table", "denoiser.conv_out", {"aten::conv3d"}, "denoiser (aten::cat)"),
+    ("baked-table", "denoiser.conv_out", {"aten::_convolution"}, "denoiser (aten::add)"),
+    ("float32-mask", "denoiser", {"aten::matmul"}, "denoiser (aten::zeros)"),
+    ("frozen-table", "denoiser", {"aten::conv3d"}, None),
 ])
 def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emulation(packages, tmp_path,
-                                                                                    name, module, ops):
+                                                                                    name, module, ops, origin):
     """plain-table concatenates a float32 attribute, baked-table multiplies by a float32
     tensor constant of its trace (module.to(dtype) converts neither), float32-mask adds a
     float32 mask to its logits: a real FP16 or BF16 run raises where the table says (torch
     1.13, checked by hand; fp16-emulated said PASS for the first two and named conv_out for
     the third before); frozen-table's weights are constants of its frozen graph, and only
-    its error says so, with what to do."""
+    its error says so, with what to do. The error names where its float32 operand became
+    float32: the op that made it (torch.zeros) or first took it from a tensor no op made
+    (the cat of the attribute, the add of the constant), far from the op that raises."""
     cells = check_cells(packages, tmp_path, name)
     assert cells["fp32"]["status"] == "PASS"
     for policy in ("bf16", "fp16-emulated"):
@@ -254,6 +256,8 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
         assert cell["error_op"] in ops, cell["reason"]
         frozen_note = "its weight is a tensor constant of denoiser.pt (torch.jit.freeze or a trace baked it in)"
         assert (frozen_note in cell["reason"]) == (name == "frozen-table"), cell["reason"]
+        if origin is not None:
+            assert cell["reason"].endswith(f"; its float32 operand became float32 at {origin})"), cell["reason"]
 
 
 def test_an_overflow_an_in_place_sum_makes_is_found_where_it_is_written(packages, tmp_path):
