@@ -146,7 +146,9 @@ GenerationResult Generate(VideoModel& model, const SamplerConfig& sampler, uint6
   if (keep_trajectory) trajectory.push_back(OnCpuFloat(x));
   for (int i = 0; i < schedule.n; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    x = SamplerStep(model, sampler, schedule, i, x, cond);
+    // Cast back: a float32 prediction (an upcast head) promotes the step's arithmetic, and
+    // pipelines cast the latents to the model's dtype before its next call.
+    x = SamplerStep(model, sampler, schedule, i, x, cond).to(opts);
     SynchronizeDevice(model.device());
     result.step_seconds.push_back(SecondsSince(start));
     if (keep_trajectory) trajectory.push_back(OnCpuFloat(x));

@@ -53,6 +53,9 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  output on a grid of 1 and the norm returns that at full scale. The add's
                  op island hands the norm an exact sum of the conv's rounded output: the
                  conv's module (whose FP16 bias rounds too) has to join, not the decoder.
+  float32-eps    buffer-table's denoiser returning its prediction upcast, `.float()` (as
+                 heads computed in float32 do): healthy; under bf16 the sampler step is
+                 float32 and pipelines cast the latents back before the next call.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -259,6 +262,15 @@ class Float32MaskDenoiser(nn.Module):
         return self.conv_out(h + (probs @ v).transpose(1, 2).reshape(b, c, f, hh, ww))
 
 
+class Float32EpsDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = TableDenoiser(plain=False)
+
+    def forward(self, x, t, cond):
+        return self.inner(x, t, cond).float()
+
+
 class InPlaceSumDenoiser(DriftNormDenoiser):
     def forward(self, x, t, cond):
         big = self.conv_in(x).clamp(-1.0, 1.0) * 60000.0
@@ -353,6 +365,8 @@ def main():
     write(out_dir, "offset-motion", TableDenoiser(plain=False), decoder_class=MotionOffsetDecoder)
     torch.manual_seed(3)
     write(out_dir, "trunk-bias", TableDenoiser(plain=False), decoder_class=TrunkBiasDecoder)
+    torch.manual_seed(3)
+    write(out_dir, "float32-eps", Float32EpsDenoiser())
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

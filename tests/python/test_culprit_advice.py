@@ -39,7 +39,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias"):
+                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -258,6 +258,17 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
         assert (frozen_note in cell["reason"]) == (name == "frozen-table"), cell["reason"]
         if origin is not None:
             assert cell["reason"].endswith(f"; its float32 operand became float32 at {origin})"), cell["reason"]
+
+
+def test_a_denoiser_returning_float32_has_its_latents_cast_back_as_pipelines_do(packages, tmp_path):
+    """float32-eps returns its prediction upcast (`.float()`, a head computed in float32, as
+    Wan's). Under bf16 the sampler step of bf16 latents and a float32 prediction is float32;
+    video pipelines cast the latents to the model's dtype before the next call. The sampler
+    used to keep them float32, and the next step raised in conv_in: an ERROR on a healthy
+    package, while fp16-emulated passed it."""
+    cells = check_cells(packages, tmp_path, "float32-eps")
+    for policy in ("fp32", "bf16", "fp16-emulated"):
+        assert cells[policy]["status"] == "PASS", (policy, cells[policy]["reason"])
 
 
 def test_an_overflow_an_in_place_sum_makes_is_found_where_it_is_written(packages, tmp_path):
