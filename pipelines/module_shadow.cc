@@ -177,11 +177,13 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
     if (site.kind == GraphSite::Kind::kOp) makers_.Put(out, SiteName(path, site.op));
     if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.empty()) makers_.Put(out, copy_maker_);
   }
-  if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(out))
-    return out;
-  if (output_index == 0) ++site_calls_[SiteName(path, site.op)];
+  if (site.kind != GraphSite::Kind::kOp || site.in_place || !Probed(out)) return out;
+  const bool probed = steps_.count(step_) > 0;
+  if (probed && output_index == 0) ++site_calls_[SiteName(path, site.op)];
   const std::string key = Key(path, site.op, 'o', output_index);
   if (mode_ == Mode::kRecord) {
+    outputs_made_.insert(key);
+    if (!probed) return out;
     const int64_t bytes = out.numel() * 4;
     if (bytes_ + bytes > max_bytes_) {
       truncated_ = true;
@@ -191,6 +193,12 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
     }
     return out;
   }
+  if (diverged_at_.empty() && reference_->outputs_made_.count(key) == 0 && site.op != "aten::to" &&
+      site.op != "aten::type_as" && site.op != "aten::_to_copy") {
+    diverged_at_ =
+        path + " (" + site.op + ") " + (step_ < 0 ? "at the decode" : "at step " + std::to_string(step_));
+  }
+  if (!probed) return out;
   const auto recorded = reference_->tensors_.find(key);
   if (recorded != reference_->tensors_.end() && recorded->second.sizes().equals(out.sizes())) {
     Compare(path, site, recorded->second, out);

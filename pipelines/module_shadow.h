@@ -42,6 +42,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "pipelines/dtype_policy.h"
@@ -104,6 +105,10 @@ class ModuleShadow : public GraphObserver {
   // kCompare: every site measured, largest excess first.
   std::vector<IsolatedError> Errors() const;
   bool truncated() const { return truncated_; }
+  // kCompare: the first op output (not a dtype conversion) of the run under the policy that
+  // the FP32 run did not make, "denoiser.branch_a (aten::linear) at step 3": the runs took
+  // different paths there (a branch on a value, or on the dtype); "" when they did not.
+  const std::string& diverged_at() const { return diverged_at_; }
   int64_t recorded_calls() const { return static_cast<int64_t>(tensors_.size()); }
 
   // Makes `shadow` the active one on this thread until destroyed (scopes nest).
@@ -165,6 +170,8 @@ class ModuleShadow : public GraphObserver {
   GraphObserver* inner_ = nullptr;
   GraphObserver pass_through_;
   int step_ = 0;
+  std::string diverged_at_;
+  std::unordered_set<std::string> outputs_made_;  // kRecord: the key of every op output, every step
   std::map<std::string, int> occurrences_;        // key without occurrence -> calls seen
   std::map<std::string, at::Tensor> tensors_;     // key -> float32 copy (kRecord)
   std::map<std::string, int> site_calls_;         // "path\top" -> calls finished in this forward

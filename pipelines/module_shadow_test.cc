@@ -5,6 +5,7 @@
 #include "pipelines/module_shadow.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -306,6 +307,54 @@ def forward(self, x):
   EXPECT_GT(top.input_offset, kCancellingOffset);
   EXPECT_EQ(top.predicted, std::ldexp(1.0, -11)) << top.error;
   EXPECT_GT(top.Excess(), 8);
+}
+
+// A branch on a value that the policy's rounding flips: the run under the policy calls ops
+// the FP32 run never did, and the shadow says where, so that the producer's note can say
+// that the runs compute different things from there. At a step that is not probed (here:
+// step 0, only step 1 is), where the compared run is not fed FP32 inputs and runs free.
+TEST(ModuleShadowTest, SaysWhereTheRunTookAPathTheFp32RunDidNot) {
+  torch::manual_seed(0);
+  const at::Tensor x = torch::rand({2, 16});
+  const at::Tensor h = x * 1.0001;
+  const double exact = h.sum().item<double>();
+  // Under FP16 emulation h is held in FP16, and so is its sum.
+  const double rounded = h.to(at::kHalf).to(at::kFloat).sum().to(at::kHalf).item<double>();
+  ASSERT_NE(exact, rounded);
+  char threshold[64];
+  std::snprintf(threshold, sizeof threshold, "%.9g", (exact + rounded) / 2);
+  jit::Module root("Branch");
+  root.register_module("a", Leaf("A", "x * 2.0"));
+  root.register_module("b", Leaf("B", "x * 3.0"));
+  root.define(std::string(R"JIT(
+def forward(self, x):
+    h = x * 1.0001
+    if bool(h.sum() > )JIT") +
+              threshold + R"JIT():
+        return self.a.forward(h)
+    return self.b.forward(h)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  PackageObserver fp32(Fp32Policy(), true), reduced(Fp16Emulated(), true);
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {1}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    Forward(root, *instrumentation, fp32, x);
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {1}, Fp16Emulated(), &recorded);
+  {
+    ModuleShadow::ActiveScope active(compared);
+    Forward(root, *instrumentation, reduced, x);
+  }
+  const std::string taken = exact > rounded ? "m.b" : "m.a";
+  EXPECT_EQ(compared.diverged_at(), taken + " (aten::mul) at step 0");
+
+  ModuleShadow same(ModuleShadow::Mode::kCompare, {1}, Fp32Policy(), &recorded);
+  {
+    ModuleShadow::ActiveScope active(same);
+    Forward(root, *instrumentation, fp32, x);
+  }
+  EXPECT_EQ(same.diverged_at(), "");
 }
 
 TEST(OpIslandsTest, AnEntryWithAnOpSelectsThatOpAtItsModulesOwnLevelOnly) {

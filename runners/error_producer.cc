@@ -44,9 +44,16 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
       return producer;
     }
   }
+  // Appended to whatever the producer says: past it, sites pair calls of different paths.
+  const std::string diverged =
+      compared.diverged_at().empty()
+          ? ""
+          : "the run took a path the FP32 run did not, first " + compared.diverged_at() +
+                " (a branch on a value or a dtype): errors after it compare different computations";
   const std::vector<IsolatedError> errors = compared.Errors();
   if (errors.empty() || errors.front().Excess() <= 0) {
     producer.note = "no op makes an error beyond its precision's: the producer is not localised";
+    if (!diverged.empty()) producer.note += "; " + diverged;
     return producer;
   }
   const IsolatedError& top = errors.front();
@@ -79,6 +86,7 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
     producer.note += std::string(producer.note.empty() ? "" : "; ") +
                      "only part of the probed steps was recorded (memory cap)";
   }
+  if (!diverged.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + diverged;
   return producer;
 }
 

@@ -414,7 +414,10 @@ def test_a_float32_input_to_a_16_bit_norm_is_a_dtype_error_the_audit_finds_in_th
     for policy in ("bf16", "fp16-emulated"):  # the audit decodes too
         r = run("audit", "--model", str(package), "--policy", policy, "--threads", "1")
         assert r.returncode == 1, r.stdout + r.stderr
-        assert "traced run failed: dtype_mismatch" in r.stdout and "(in decoder.norm, aten::group_norm)" in r.stdout
+        assert "traced run failed: dtype_mismatch" in r.stdout, r.stdout
+        # the product by the float32 attribute `gain` is where the float32 came from
+        assert "(in decoder.norm, aten::group_norm; its float32 operand became float32 at decoder (aten::mul))" \
+            in r.stdout, r.stdout
 
 
 def write_time_upsampling_package(path):
