@@ -193,6 +193,9 @@ struct CellResult {
   // or an op (op island entries, pipelines/package_observer.h): where such an island's input was
   // made. For the advisor; not written to JSON or the store.
   std::vector<std::string> island_input_makers;
+  // ERROR dtype_mismatch: where its float32 operand became float32, as an op island entry
+  // (ClassifiedError::float32_origin). For the advisor; not written to JSON or the store.
+  std::string error_float32_origin;
   std::optional<Advice> advice;     // when `framegate advise` ran on this cell
   std::vector<StepReplay> replays;  // `check --replay`: one per repeat
   CellTimings timings;

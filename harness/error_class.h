@@ -45,6 +45,9 @@ struct ClassifiedError {
   // What the model knows about that op that explains the error, when it does ("its weight
   // is a tensor constant of the graph ...": VideoModel::CurrentOpNote).
   std::string note;
+  // A dtype_mismatch's float32 operand: where it became float32, as an op island entry
+  // ("denoiser.embed:aten::to"; VideoModel::CurrentFloat32Origin); "" when not known.
+  std::string float32_origin;
   // "dtype_mismatch: mat1 and mat2 must have the same dtype (in time_embed.0)",
   // "... (in denoiser.embed.time_mlp.0, aten::linear)", "... (in denoiser, aten::conv3d; its
   // weight is ...)"

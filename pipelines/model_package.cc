@@ -90,8 +90,11 @@ class TorchScriptModel : public VideoModel {
              "cast the model before freezing or tracing it";
     }
     const std::string& origin = observer_.Float32OperandOrigin();
-    return origin.empty() ? "" : "its float32 operand became float32 at " + origin;
+    if (origin.empty()) return "";
+    return "its float32 operand became float32 at " + ModuleOfIslandEntry(origin) + " (" +
+           origin.substr(origin.find(':') + 1) + ")";
   }
+  std::string CurrentFloat32Origin() const override { return observer_.Float32OperandOrigin(); }
   // Hands the modules over (the model is not used after).
   InstrumentedModule TakeDenoiser() { return std::move(denoiser_); }
   InstrumentedModule TakeDecoder() { return std::move(decoder_); }

@@ -139,7 +139,7 @@ void PackageObserver::KeepFloat32Origin(const std::string& path, const GraphSite
                                         const at::Tensor& out) {
   const bool noted = float32_origin_site_ == &site && !float32_operand_origin_.empty();
   if (out.defined() && out.is_floating_point() && RunDtypeOf(out) == at::kFloat) {
-    float32_origins_.Put(out, noted ? float32_operand_origin_ : path + " (" + site.op + ")");
+    float32_origins_.Put(out, noted ? float32_operand_origin_ : OpIslandEntry(path, site.op));
   }
   float32_origin_site_ = nullptr;
 }

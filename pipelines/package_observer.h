@@ -81,7 +81,8 @@ class PackageObserver : public GraphObserver {
   // raised) became float32 under a reduced policy: the op outside the islands that made it
   // float32 from no float32 input (a `.to(torch.float32)`, `torch.zeros`, an arange cast
   // to the timestep's dtype) or first took it from a tensor no op made (a plain attribute,
-  // a constant), "denoiser (aten::to)"; "" when it has none or that is not known.
+  // a constant), as an op island entry ("denoiser:aten::to"); "" when it has none or that
+  // is not known.
   const std::string& Float32OperandOrigin() const {
     static const std::string none;
     return float32_origin_site_ != nullptr ? float32_operand_origin_ : none;
@@ -188,8 +189,8 @@ class PackageObserver : public GraphObserver {
   std::string copy_maker_;  // the maker of the running copying view's input
   std::vector<std::string> island_input_makers_;
 
-  // Where each float32 value of a reduced-precision run became float32 ("denoiser
-  // (aten::to)"), for Float32OperandOrigin: noted per op input, kept per op output.
+  // Where each float32 value of a reduced-precision run became float32 ("denoiser:aten::to"),
+  // for Float32OperandOrigin: noted per op input, kept per op output.
   void NoteFloat32Operand(const GraphSite& site, const at::Tensor& value);
   void KeepFloat32Origin(const std::string& path, const GraphSite& site, const at::Tensor& out);
   bool track_float32_;

@@ -39,6 +39,9 @@ class VideoModel {
   // What the model knows about that op that explains a dtype error raised there ("" when
   // nothing): a package whose weight operand is a tensor constant of its graph says so.
   virtual std::string CurrentOpNote() const { return ""; }
+  // The op island entry where the float32 operand of the op running now became float32
+  // (PackageObserver::Float32OperandOrigin), "" when not known.
+  virtual std::string CurrentFloat32Origin() const { return ""; }
   // Records every module whose input dtype differs from its weight's (the dtype audit);
   // nullptr stops recording.
   virtual void SetMismatchLog(std::vector<DtypeMismatch>* /*log*/) {}
@@ -55,7 +58,10 @@ class VideoModel {
 // raised in and, for a dtype error, the model's note on that op.
 inline ClassifiedError ClassifyModelError(const std::string& what, const VideoModel& model) {
   ClassifiedError error = ClassifyError(what, model.CurrentModule(), model.CurrentOp());
-  if (error.cls == ErrorClass::kDtypeMismatch) error.note = model.CurrentOpNote();
+  if (error.cls == ErrorClass::kDtypeMismatch) {
+    error.note = model.CurrentOpNote();
+    error.float32_origin = model.CurrentFloat32Origin();
+  }
   return error;
 }
 

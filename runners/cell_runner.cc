@@ -280,6 +280,7 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   result.error_class = verdict.error_class;
   result.error_module = in.error.module;
   result.error_op = in.error.graph_op;
+  result.error_float32_origin = in.error.float32_origin;
   result.observed = first.observed;
   if (const std::string note = SsimNote(result.metrics); !note.empty()) {
     result.observed += (result.observed.empty() ? "" : "; ") + note;
@@ -520,6 +521,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   if (result.status == CellStatus::kError) {
     result.error_module = in.error.module;
     result.error_op = in.error.graph_op;
+    result.error_float32_origin = in.error.float32_origin;
   }
   result.observed = outcome->observed;
   result.island_input_makers = outcome->island_input_makers;

@@ -29,14 +29,20 @@ bool Advisable(const CellResult& r) {
   }
 }
 
-// Where a failed run's failure is made: the module (and op) that raised the error, made
-// the first non-finite value, or made the largest isolated error; module "" when the run
-// names none (a FAIL of the reference model).
+// Where a failed run's failure is made: the module (and op) that raised the error (for a
+// dtype error with a float32 operand, the op where that operand became float32: an op
+// island there hands it on in the compute dtype, to every op that takes it), made the
+// first non-finite value, or made the largest isolated error; module "" when the run names
+// none (a FAIL of the reference model).
 struct Culprit {
   std::string module, op;
   std::string Name() const { return module + (op.empty() ? "" : " (" + op + ")"); }
 };
 Culprit CulpritOf(const CellResult& r) {
+  if (r.status == CellStatus::kError && !r.error_float32_origin.empty()) {
+    const std::string& origin = r.error_float32_origin;
+    return {ModuleOfIslandEntry(origin), origin.substr(origin.find(':') + 1)};
+  }
   if (r.status == CellStatus::kError) return {r.error_module, r.error_op};
   if (r.first_nonfinite.found) return {r.first_nonfinite.module, r.first_nonfinite.op};
   if (r.producer.found) return {r.producer.module, r.producer.op};
