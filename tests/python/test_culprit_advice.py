@@ -34,6 +34,15 @@ def run(*args, cwd=None):
                           cwd=cwd, timeout=600)
 
 
+def passing_advice(packages, tmp_path, name, policy):
+    """`advise` on package `name` under `policy`, which must exit 0; its JSON."""
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", packages / name, "--policy", policy, "--golden-dir", packages / "goldens",
+            "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(out.read_text())
+
+
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
@@ -161,11 +170,7 @@ def test_advise_keeps_the_op_that_makes_an_op_islands_input_with_it_for_broken_f
     the motion and subtracts it. The subtraction alone in FP32 leaves the frames frozen: the
     add that made its input joins it (no weights). Before, only a module island's input
     makers joined, for a finite FAIL only, and the advice was the whole decoder."""
-    out = tmp_path / "advice.json"
-    r = run("advise", "--model", packages / "offset-motion", "--policy", "bf16", "--golden-dir",
-            packages / "goldens", "--json", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    advice = json.loads(out.read_text())
+    advice = passing_advice(packages, tmp_path, "offset-motion", "bf16")
     assert advice["status_before"] == "BROKEN_FRAMES" and advice["status_after"] == "PASS", advice["runs"]
     assert set(advice["islands"]) == {"decoder:aten::add", "decoder:aten::sub"}, advice["runs"]
     assert ["decoder"] not in [run_["islands"] for run_ in advice["runs"]]
@@ -177,11 +182,7 @@ def test_advise_takes_in_the_conv_whose_rounded_output_an_op_island_adds(package
     moves but names no cause of its own (its largest error is a rounding at 1x). The add's
     input makers join it, a conv on its own weights as its module. Before, the search
     widened to the parent decoder.mix (45% of the weights) or chased that 1x rounding."""
-    out = tmp_path / "advice.json"
-    r = run("advise", "--model", packages / "trunk-bias", "--policy", "fp16-emulated", "--golden-dir",
-            packages / "goldens", "--json", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    advice = json.loads(out.read_text())
+    advice = passing_advice(packages, tmp_path, "trunk-bias", "fp16-emulated")
     assert advice["status_before"] == "FAIL" and advice["status_after"] == "PASS", advice["runs"]
     assert set(advice["islands"]) == {"decoder.mix.key", "decoder.mix:aten::add", "decoder.norm"}, advice["runs"]
     tried = [run_["islands"] for run_ in advice["runs"]]
