@@ -244,7 +244,18 @@ std::string Percent(double share) {
 struct Step {
   Islands next;      // the islands to run next (empty: stop)
   std::string stop;  // why it stops, when it does
+  // When next adds the op island where a dtype error's float32 operand became float32:
+  // that island, and the island of the op that raised, which takes its place if handing
+  // the value on in the compute dtype breaks an op that needs float32 (a complex RoPE's
+  // polar takes no BF16).
+  std::string origin_island, consumer_island;
 };
+
+Step Stop(std::string why) {
+  Step step;
+  step.stop = std::move(why);
+  return step;
+}
 
 // Whether `after` left a finite FAIL (or BROKEN_FRAMES: frames frozen, black) where
 // `before` had it: the same status, the worst PSNR moved by less than 0.1 dB. An island
@@ -277,13 +288,18 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
   }
   *last = c;
   Islands next = islands;
+  std::string origin_island, consumer_island;  // Step's
   if (c.module.empty()) {
     while (!queue->empty() && Covers(base, next, {queue->front(), ""})) queue->erase(queue->begin());
-    if (queue->empty()) return {{}, "no run names where the error is made, and no candidate is left"};
+    if (queue->empty()) return Stop("no run names where the error is made, and no candidate is left");
     next.push_back(queue->front());
     queue->erase(queue->begin());
   } else if (!Covers(base, islands, c)) {
     next.push_back(IslandFor(c, weights));
+    if (failed.status == CellStatus::kError && next.back() == failed.error_float32_origin) {
+      origin_island = next.back();
+      consumer_island = IslandFor({failed.error_module, failed.error_op}, weights);
+    }
   } else {
     // Covered and failing for the same cause: wider. An op that still makes a NaN/Inf in
     // FP32 may take a value that overflowed where an island's output re-entered the
@@ -307,22 +323,17 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
       next.insert(next.end(), makers.begin(), makers.end());
     } else if (covering != next.end()) {
       *covering = Wider(*covering);
-      if (covering->empty()) return {{}, "the next island would be the whole model"};
+      if (covering->empty()) return Stop("the next island would be the whole model");
     }
   }
   next = Normalized(base, next);
   const double share = Fp32WeightFraction(weights, IslandPolicy(base, next));
   if (share > cap) {
-    return {{},
-            "the next islands (" +
-                [&] {
-                  std::string list;
-                  for (const std::string& i : next) list += (list.empty() ? "" : ", ") + i;
-                  return list;
-                }() +
-                ") would keep " + Percent(share) + " of the weights in FP32"};
+    std::string list;
+    for (const std::string& i : next) list += (list.empty() ? "" : ", ") + i;
+    return Stop("the next islands (" + list + ") would keep " + Percent(share) + " of the weights in FP32");
   }
-  return {next, ""};
+  return {next, "", origin_island, consumer_island};
 }
 
 // Whether a run of the search kept exactly `islands` in FP32 and did not pass.
@@ -404,8 +415,15 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
       passed = true;
       break;
     }
+    if (!Advisable(*r) && !step.origin_island.empty()) {  // the consumer's island instead
+      Islands next = step.next;
+      std::replace(next.begin(), next.end(), step.origin_island, step.consumer_island);
+      step = Step{};
+      step.next = Normalized(base, next);
+      continue;
+    }
     if (!Advisable(*r)) {
-      step = {{}, std::string("the islands turn the failure into ") + StatusName(r->status)};
+      step = Stop(std::string("the islands turn the failure into ") + StatusName(r->status));
       break;
     }
     step = Grow(step.next, *r, &before, base, *weights, options.max_weight_share, &queue, &last);

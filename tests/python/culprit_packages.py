@@ -53,6 +53,12 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  output on a grid of 1 and the norm returns that at full scale. The add's
                  op island hands the norm an exact sum of the conv's rounded output: the
                  conv's module (whose FP16 bias rounds too) has to join, not the decoder.
+  complex-rotate the denoiser's own forward rotates channel pairs as a complex RoPE does:
+                 conv_in's output made float32 (`.float()`), viewed as complex, times a
+                 unit rotation, back to real, added to itself, then conv_out: a real BF16
+                 run raises in conv_out (float32 input); the float32 came from the
+                 `.float()`, which cannot be handed on in BF16 (view_as_complex takes float
+                 or double only).
   float32-eps    buffer-table's denoiser returning its prediction upcast, `.float()` (as
                  heads computed in float32 do): healthy; under bf16 the sampler step is
                  float32 and pipelines cast the latents back before the next call.
@@ -244,6 +250,21 @@ class BakedTableDenoiser(nn.Module):
         return self.conv_out(self.conv_in(x) * (0.5 + WINDOW))
 
 
+class ComplexRotateDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        hf = self.conv_in(x).float()  # [B, 8, T, H, W]
+        pairs = hf.permute(0, 2, 3, 4, 1).reshape(-1, 4, 2).contiguous()
+        rotation = torch.polar(torch.ones(4), torch.arange(4).float() * 0.3)
+        turned = torch.view_as_real(torch.view_as_complex(pairs) * rotation)
+        turned = turned.reshape(hf.shape[0], hf.shape[2], hf.shape[3], hf.shape[4], 8).permute(0, 4, 1, 2, 3)
+        return self.conv_out(hf + turned)
+
+
 class Float32MaskDenoiser(nn.Module):
     def __init__(self):
         super().__init__()
@@ -367,6 +388,8 @@ def main():
     write(out_dir, "trunk-bias", TableDenoiser(plain=False), decoder_class=TrunkBiasDecoder)
     torch.manual_seed(3)
     write(out_dir, "float32-eps", Float32EpsDenoiser())
+    torch.manual_seed(3)
+    write(out_dir, "complex-rotate", ComplexRotateDenoiser())
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

@@ -48,7 +48,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps"):
+                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -259,6 +259,19 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
         assert (frozen_note in cell["reason"]) == (name == "frozen-table"), cell["reason"]
         if origin is not None:
             assert cell["reason"].endswith(f"; its float32 operand became float32 at {origin})"), cell["reason"]
+
+
+def test_advise_keeps_the_op_that_raised_when_the_float32_cannot_be_handed_on(packages, tmp_path):
+    """complex-rotate under bf16: the dtype error in conv_out names the `.float()` as where its
+    operand became float32, and the advisor tries that cast as an op island first (0% of the
+    weights). Handed on in BF16, the value breaks the complex rotation (polar and
+    view_as_complex take no BF16): not a failure an island cures, so the island of the op
+    that raised takes its place. Before, the search stopped there and returned nothing."""
+    advice = passing_advice(packages, tmp_path, "complex-rotate", "bf16")
+    assert advice["status_before"] == "ERROR" and advice["status_after"] == "PASS", advice["runs"]
+    assert advice["culprit"] == "denoiser (aten::to)"
+    assert advice["islands"] == ["denoiser.conv_out"], advice["runs"]
+    assert [run_["islands"] for run_ in advice["runs"]][:2] == [[], ["denoiser:aten::to"]]
 
 
 def test_a_denoiser_returning_float32_has_its_latents_cast_back_as_pipelines_do(packages, tmp_path):
