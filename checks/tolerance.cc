@@ -1,5 +1,6 @@
 #include "checks/tolerance.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -139,6 +140,23 @@ std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile
     }
   }
   return std::nullopt;
+}
+
+ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double factor) {
+  ToleranceProfile wider = profile;
+  char name[64];
+  std::snprintf(name, sizeof name, " x%g", factor);
+  wider.name += name;
+  for (ToleranceBound& b : wider.bounds) {
+    if (b.metric == "min_psnr") {
+      b.bound -= 20 * std::log10(factor);
+    } else if (!b.is_min) {
+      b.bound *= factor;
+    } else {
+      b.bound = std::max(1 - factor * (1 - b.bound), 0.0);
+    }
+  }
+  return wider;
 }
 
 }  // namespace framegate

@@ -60,4 +60,10 @@ StatusOr<ToleranceProfile> FindToleranceProfile(const std::string& name);
 std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile,
                                                  const ComparisonMetrics& metrics);
 
+// `profile` allowing `factor` times the error of each bound: min_psnr 20 log10(factor) dB
+// lower; the error maxima (max_abs, max_rel_l2, max_temporal_rel_l2, max_fp64_ratio)
+// times factor; the similarities' distance from 1 (SSIMs, latent cosine) times factor,
+// no floor below 0. Named "NAME x<factor>".
+ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double factor);
+
 }  // namespace framegate

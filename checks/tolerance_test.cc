@@ -1,6 +1,7 @@
 #include "checks/tolerance.h"
 
 #include <cmath>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -51,6 +52,29 @@ TEST(ToleranceTest, SsimBoundsSkipFramesSmallerThanTheWindow) {
   EXPECT_FALSE(FirstViolation(p->at(0), small));
   small.video.min_psnr = 20;
   EXPECT_EQ(FirstViolation(p->at(0), small)->Reason(), "min_psnr 20 < 30");
+}
+
+// Twice the error: 6.02 dB less PSNR, twice each error maximum, twice each similarity's
+// distance from 1 (and no floor below 0).
+TEST(ToleranceTest, AllowingErrorTimesScalesEveryBoundByTheError) {
+  StatusOr<std::vector<ToleranceProfile>> p = ParseToleranceProfiles(
+      "[profile.x]\nmin_psnr = 30.0\nmin_ssim = 0.9\nmax_abs = 0.1\nmin_latent_cosine = 0.99\n"
+      "max_fp64_ratio = 2.0\nmin_mean_ssim = 0.3\n",
+      "t.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const ToleranceProfile wider = AllowingErrorTimes(p->at(0), 2);
+  EXPECT_EQ(wider.name, "x x2");
+  std::map<std::string, double> bound;
+  for (const ToleranceBound& b : wider.bounds) bound[b.metric] = b.bound;
+  EXPECT_NEAR(bound["min_psnr"], 30 - 6.0206, 1e-4);
+  EXPECT_NEAR(bound["min_ssim"], 0.8, 1e-12);
+  EXPECT_NEAR(bound["max_abs"], 0.2, 1e-12);
+  EXPECT_NEAR(bound["latent_cosine"], 0.98, 1e-12);
+  EXPECT_NEAR(bound["fp64_error_ratio"], 4.0, 1e-12);
+  EXPECT_EQ(bound["mean_ssim"], 0.0);
+  EXPECT_TRUE(FirstViolation(p->at(0), Metrics(25, 0.15)));
+  EXPECT_FALSE(FirstViolation(wider, Metrics(25, 0.15)));
+  EXPECT_EQ(FirstViolation(wider, Metrics(23.9, 0.15))->Reason(), "min_psnr 23.9 < 23.9794");
 }
 
 TEST(ToleranceTest, ParseErrorsNameFileLineAndKey) {

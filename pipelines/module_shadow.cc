@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "pipelines/norm_ops.h"
@@ -204,6 +205,24 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
     Compare(path, site, recorded->second, out);
   }
   return out;
+}
+
+std::string ModuleShadow::RoundedCancellingNorm() const {
+  if (reference_ == nullptr) return "";
+  for (const auto& [key, input] : reference_->norm_inputs_) {
+    if (input.offset < kCancellingOffset) continue;
+    const size_t maker_tab = input.maker.find('\t');
+    const std::string maker_module = input.maker.substr(0, maker_tab);
+    const std::string maker_op = maker_tab == std::string::npos ? "" : input.maker.substr(maker_tab + 1);
+    if (!maker_op.empty() && InFp32Op(policy_, maker_module, maker_op)) continue;
+    const size_t tab = key.find('\t'), ordinal = key.rfind('\t');
+    char offset[32];
+    std::snprintf(offset, sizeof offset, "%.0fx", input.offset);
+    return key.substr(0, tab) + " (" + key.substr(tab + 1, ordinal - tab - 1) + ") takes an input" +
+           (maker_op.empty() ? "" : " from " + maker_module + " (" + maker_op + ")") + " whose mean is " +
+           offset + " its spread, rounded outside FP32: the norm returns that rounding at full scale";
+  }
+  return "";
 }
 
 std::string ModuleShadow::SiteKey(const std::string& path, const std::string& op, bool upcoming) const {

@@ -109,6 +109,12 @@ class ModuleShadow : public GraphObserver {
   // the FP32 run did not make, "denoiser.branch_a (aten::linear) at step 3": the runs took
   // different paths there (a branch on a value, or on the dtype); "" when they did not.
   const std::string& diverged_at() const { return diverged_at_; }
+  // kCompare: the first probed norm whose FP32 input has a cancelling offset
+  // (kCancellingOffset) made by an op the policy does not compute in FP32, in words
+  // ("denoiser.norm (aten::group_norm) takes ..."); "" when none. Such a norm returns its
+  // input's rounding at full scale even when its own error, measured on the exact input
+  // (an FP32 island entered by a cast), is none.
+  std::string RoundedCancellingNorm() const;
   int64_t recorded_calls() const { return static_cast<int64_t>(tensors_.size()); }
 
   // Makes `shadow` the active one on this thread until destroyed (scopes nest).

@@ -108,6 +108,8 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
     if (own.status().code() != Status::Code::kNotFound) return own.status();
   }
   JudgingBound fallback{cell.tolerance, "profile " + profile_name, std::nullopt};
+  if (cell.spec.policy.name != Fp32Policy().name)
+    fallback.sensitive_model = AllowingErrorTimes(cell.tolerance, kSensitiveModelErrorFactor);
   StatusOr<std::optional<ComputePartBound>> compute_part = ComputePartBoundOf(cell.spec.policy);
   if (!compute_part.ok()) return compute_part.status();
   fallback.compute_part = std::move(*compute_part);

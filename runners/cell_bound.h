@@ -14,6 +14,11 @@
 //                                             -> "profile NAME; compute part: profile
 //                                                 bf16 against its fp8e4m3 weights
 //                                                 computed in FP32"
+//      and, but for fp32, that profile at kSensitiveModelErrorFactor times its error for
+//      a model more sensitive than the population the profile was fitted on: a finite
+//      FAIL within it whose every op makes about the error its precision predicts
+//      (runners/error_producer.h: RoundingAloneMadeTheError) is a PASS judged by it
+//                                             -> "profile NAME at 2x its error: ..."
 //
 // A calibration that does not match (the model or the golden changed since) or that has
 // no measurement for the policy falls back to 4 and says why:
@@ -54,7 +59,16 @@ struct JudgingBound {
   // cell whose calibration (3 above, found and not stale) measured the steps' FP32 noise
   // on the cell's device; NaN otherwise.
   double step_budget = std::numeric_limits<double>::quiet_NaN();
+  // Set with 4 but for fp32: the profile allowing kSensitiveModelErrorFactor times its
+  // error (above).
+  std::optional<ToleranceProfile> sensitive_model;
 };
+
+// How much more error than a population profile allows a model may make when none of its
+// ops makes more than its precision predicts: the population's bounds sit 2x the error
+// below its worst design; healthy designs outside it measured 2.1-2.5 dB (1.3x) beyond
+// (docs/tolerances.md, "A model more sensitive than the population").
+constexpr double kSensitiveModelErrorFactor = 2;
 
 // The compute part of `policy`, nullopt when it has none (storage not FP8, or FP32 or
 // emulated compute). InvalidInput when the compute dtype's profile is missing.

@@ -293,6 +293,35 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
+// A cell that breaks its population profile but not that profile at
+// kSensitiveModelErrorFactor times its error (runners/cell_bound.h): its producer is
+// located, and when rounding alone made the error, `in` is judged by the wider profile
+// and `judged_by` says why. Returns the producer when one was located.
+StatusOr<std::optional<ErrorProducer>> JudgeASensitiveModel(VerdictInputs& in, const JudgingBound& bound,
+                                                             const PipelineSpec& spec, int steps,
+                                                             ModelCache* models, std::string& judged_by) {
+  VerdictInputs plain = in;
+  plain.expected_to_fail = false;
+  if (DecideVerdict(plain).status != CellStatus::kFail) return std::optional<ErrorProducer>();
+  const std::optional<ToleranceViolation> broken = FirstViolation(bound.profile, *in.metrics);
+  plain.tolerance = &*bound.sensitive_model;
+  if (!broken || DecideVerdict(plain).status != CellStatus::kPass) return std::optional<ErrorProducer>();
+  StatusOr<ErrorProducer> producer = LocateErrorProducer(spec, steps, models);
+  if (!producer.ok()) return producer.status();
+  if (RoundingAloneMadeTheError(*producer)) {
+    in.tolerance = &*bound.sensitive_model;
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  " at %gx its error (%s; no op makes %gx the error its precision predicts, the most "
+                  "%.2fx at %s (%s): a model more sensitive than the population)",
+                  kSensitiveModelErrorFactor, broken->Reason().c_str(), kCauseExcess,
+                  producer->isolated_error / producer->predicted_error, producer->module.c_str(),
+                  producer->op.c_str());
+    judged_by += text;
+  }
+  return std::optional<ErrorProducer>(*producer);
+}
+
 // An op with no kernel for the policy's dtype in this CPU's LibTorch (torch 1.13: BF16
 // replication_pad3d, mish) leaves the rest of the model unjudged. Such an op runs in FP32
 // instead, as an op island (what a device with the kernel computes, to one rounding): the
@@ -401,6 +430,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
   std::optional<ComparisonMetrics> compute_metrics;
   std::string compute_note;  // the compute part's figure, or why it was not judged
+  std::optional<ErrorProducer> producer;  // when located before the verdict
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
@@ -457,6 +487,12 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       }
     }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
+    if (bound->sensitive_model && in.metrics != nullptr) {
+      StatusOr<std::optional<ErrorProducer>> judged =
+          JudgeASensitiveModel(in, *bound, spec, outcome->sampler.steps, models, result.judged_by);
+      if (!judged.ok()) return judged.status();
+      producer = std::move(*judged);
+    }
     const CellStatus without_part = DecideVerdict(in).status;
     if (bound->compute_part && (without_part == CellStatus::kPass || without_part == CellStatus::kXpass)) {
       // The same stored weights computed in FP32: what the compute dtype alone changes.
@@ -513,10 +549,12 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       result.error_class.clear();
     }
   }
-  if (result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames) {
-    StatusOr<ErrorProducer> producer = LocateErrorProducer(spec, outcome->sampler.steps, models);
-    if (!producer.ok()) return producer.status();
+  if (producer) {
     result.producer = *producer;
+  } else if (result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames) {
+    StatusOr<ErrorProducer> located = LocateErrorProducer(spec, outcome->sampler.steps, models);
+    if (!located.ok()) return located.status();
+    result.producer = *located;
   }
   if (result.status == CellStatus::kError) {
     result.error_module = in.error.module;

@@ -14,6 +14,18 @@ std::set<int> ProducerProbeSteps(int steps) {
   return probed;
 }
 
+bool NamesACause(const ErrorProducer& producer) {
+  if (!producer.found) return false;
+  return !producer.norm_module.empty() || !(producer.predicted_error > 0) ||
+         !(producer.isolated_error < kCauseExcess * producer.predicted_error);
+}
+
+bool RoundingAloneMadeTheError(const ErrorProducer& producer) {
+  // Every caveat (saturated weights, a cancelling norm, a memory cap, another path) is
+  // in the note of a found producer.
+  return producer.found && producer.note.empty() && !NamesACause(producer);
+}
+
 StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models) {
   ErrorProducer producer;
   if (spec.model_dir.empty()) {
@@ -81,6 +93,11 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
     producer.module = top.input_maker_module;
     producer.op = top.input_maker_op;
     producer.note = text;
+  }
+  if (producer.norm_module.empty()) {
+    // The norm's own error was measured on its exact input (an FP32 island): not the top.
+    const std::string norm = compared.RoundedCancellingNorm();
+    if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
   }
   if (recorded.truncated()) {
     producer.note += std::string(producer.note.empty() ? "" : "; ") +

@@ -12,6 +12,21 @@
 
 namespace framegate {
 
+// An op makes a failure's error when its isolated error is at least this many times what
+// its precision predicts; below, it makes what any op of that precision makes. Measured:
+// every planted defect of the probe rounds (60 finite FAIL cells) made 3.5x or more (or
+// an offset a norm cancels), healthy models that failed a profile 0.95-1.9x.
+constexpr double kCauseExcess = 2;
+
+// Whether `producer` names where an error is made: an op at kCauseExcess or more, or the
+// maker of an offset a norm cancels.
+bool NamesACause(const ErrorProducer& producer);
+
+// Whether the search measured every probed op of both runs, on the same path, and none
+// makes kCauseExcess times what its precision predicts, nor saturates FP8 weights, nor
+// makes an offset a norm cancels: the error is what the policy's rounding makes.
+bool RoundingAloneMadeTheError(const ErrorProducer& producer);
+
 // The steps probed for a sampler of `steps` steps: the first, the middle, the last and
 // the decode (-1).
 std::set<int> ProducerProbeSteps(int steps);

@@ -9,6 +9,7 @@
 #include "pipelines/op_islands.h"
 #include "pipelines/pipeline_run.h"
 #include "pipelines/weighted_ops.h"
+#include "runners/error_producer.h"
 
 namespace framegate {
 namespace {
@@ -49,20 +50,10 @@ Culprit CulpritOf(const CellResult& r) {
   return {};
 }
 
-// An isolated error this many times what its precision predicts is the op's making; below
-// it, the largest of a run's errors is the rounding every op makes (a clean softmax at 1x),
-// and an island there would chase it.
-constexpr double kCauseExcess = 2;
-
 // Whether `r` names where its failure is made: an error or a first non-finite value does;
-// a producer does when its error is beyond its precision's (kCauseExcess) or is an offset
-// a norm cancels.
-bool NamesACause(const CellResult& r) {
-  if (r.status == CellStatus::kError || r.first_nonfinite.found) return true;
-  const ErrorProducer& p = r.producer;
-  if (!p.found) return false;
-  return !p.norm_module.empty() || !(p.predicted_error > 0) ||
-         !(p.isolated_error < kCauseExcess * p.predicted_error);
+// a producer does when it names a cause (runners/error_producer.h).
+bool RunNamesACause(const CellResult& r) {
+  return r.status == CellStatus::kError || r.first_nonfinite.found || NamesACause(r.producer);
 }
 
 // Where the islands for a failed run start: its culprit, except when the culprit made
@@ -72,7 +63,7 @@ bool NamesACause(const CellResult& r) {
 // (Grow), the maker among them.
 Culprit IslandSeedOf(const CellResult& r) {
   const Culprit c = CulpritOf(r);
-  if (!NamesACause(r)) return {};
+  if (!RunNamesACause(r)) return {};
   const ErrorProducer& p = r.producer;
   if (p.found && !p.norm_module.empty() && c.module == p.module && c.op == p.op)
     return {p.norm_module, p.norm_op};

@@ -62,6 +62,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
   float32-eps    buffer-table's denoiser returning its prediction upcast, `.float()` (as
                  heads computed in float32 do): healthy; under bf16 the sampler step is
                  float32 and pipelines cast the latents back before the next call.
+  steep-decoder  buffer-table's denoiser; the decoder returns tanh(128 x its conv): healthy,
+                 but it turns the latents' rounding into 128x the frame error, so BF16
+                 frames sit about 3 dB below the bf16 profile while no op makes more error
+                 than BF16 predicts (a model more sensitive than the population).
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -309,6 +313,12 @@ class Decoder(nn.Module):
         return torch.tanh(self.conv(up))
 
 
+class SteepDecoder(Decoder):
+    def forward(self, z):
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(128.0 * self.conv(up))
+
+
 class MotionOffsetDecoder(Decoder):
     def forward(self, z):
         static = z.mean(dim=2, keepdim=True)
@@ -390,6 +400,8 @@ def main():
     write(out_dir, "float32-eps", Float32EpsDenoiser())
     torch.manual_seed(3)
     write(out_dir, "complex-rotate", ComplexRotateDenoiser())
+    torch.manual_seed(3)
+    write(out_dir, "steep-decoder", TableDenoiser(plain=False), decoder_class=SteepDecoder)
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

@@ -14,7 +14,10 @@ two packages whose culprit is smaller than the module where the damage shows
   them, and a product of a float32 and an FP16 activation is refused: the dtype error a
   real FP16 run raises is raised where it raises it (a frozen module's says why);
 - what an in-place op writes is rounded where it is written: an FP16 overflow made by
-  `h += ...` is found there."""
+  `h += ...` is found there;
+- a model more sensitive than the population (its error within 2x of the profile's, no op
+  making more than its precision predicts) passes and says why; a defect in the same band
+  (an offset a norm cancels) still fails."""
 import json
 import os
 import pathlib
@@ -48,7 +51,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate"):
+                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -301,3 +304,32 @@ def test_a_table_registered_as_a_buffer_is_cast_with_the_weights_and_passes(pack
     """plain-table's twin: the same table as a buffer, which module.to(dtype) converts."""
     cells = check_cells(packages, tmp_path, "buffer-table")
     assert {p: c["status"] for p, c in cells.items()} == {"fp32": "PASS", "bf16": "PASS", "fp16-emulated": "PASS"}
+
+
+def test_a_model_more_sensitive_than_the_population_passes_where_only_rounding_made_its_error(packages, tmp_path):
+    # steep-decoder: BF16 frames about 3 dB below the bf16 profile, every op's isolated
+    # error about what BF16 predicts: judged by the profile at 2x its error, and it says so.
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "steep-decoder", "--policy", "bf16", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "PASS", cell
+    assert cell["judged_by"].startswith("profile bf16 at 2x its error (min_psnr "), cell["judged_by"]
+    assert "a model more sensitive than the population" in cell["judged_by"]
+    producer = cell["producer"]
+    assert producer["found"] and producer["isolated_error"] < 2 * producer["predicted_error"], producer
+    # Named explicitly, the profile is the user's bound: not widened.
+    r = run("check", "--model", packages / "steep-decoder", "--policy", "bf16", "--tolerance", "bf16",
+            "--golden-dir", packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "FAIL" and cell["reason"].startswith("min_psnr "), cell
+    # drift-norm under FP16 fails by less than steep-decoder does, but a norm cancels an
+    # offset its parent adds: the error is made, not rounding's; it still fails.
+    r = run("check", "--model", packages / "drift-norm", "--policy", "fp16-emulated", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "FAIL" and cell["judged_by"] == "profile fp16-emulated", cell
+    assert cell["producer"]["module"] == "denoiser", cell["producer"]
