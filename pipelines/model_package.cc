@@ -92,7 +92,7 @@ class TorchScriptModel : public VideoModel {
     const std::string& origin = observer_.Float32OperandOrigin();
     if (origin.empty()) return "";
     return "its float32 operand became float32 at " + ModuleOfIslandEntry(origin) + " (" +
-           origin.substr(origin.find(':') + 1) + ")";
+           OpOfIslandEntry(origin) + ")";
   }
   std::string CurrentFloat32Origin() const override { return observer_.Float32OperandOrigin(); }
   // Hands the modules over (the model is not used after).

@@ -366,6 +366,8 @@ TEST(OpIslandsTest, AnEntryWithAnOpSelectsThatOpAtItsModulesOwnLevelOnly) {
   EXPECT_FALSE(policy.InFp32Module("denoiser.blocks.0.attn"));  // module islands ignore it
   EXPECT_TRUE(InFp32Op(policy, "decoder.up", "aten::add"));     // inside a module island
   EXPECT_EQ(ModuleOfIslandEntry("denoiser:aten::softmax"), "denoiser");
+  EXPECT_EQ(OpOfIslandEntry("denoiser:aten::softmax"), "aten::softmax");
+  EXPECT_EQ(OpOfIslandEntry("denoiser.blocks.*"), "");
   // A policy file accepts it as it is.
   StatusOr<PolicySet> set = PresetsAndPoliciesOf(
       "[policy.islands]\nbased_on = \"fp16-emulated\"\nstorage = \"fp32\"\ncompute = \"fp32\"\n"

@@ -17,6 +17,11 @@ std::string OpIslandEntry(const std::string& path, const std::string& op) { retu
 
 std::string ModuleOfIslandEntry(const std::string& entry) { return entry.substr(0, entry.find(':')); }
 
+std::string OpOfIslandEntry(const std::string& entry) {
+  const size_t colon = entry.find(':');
+  return colon == std::string::npos ? "" : entry.substr(colon + 1);
+}
+
 bool MatchesOpIsland(const DtypePolicy& policy, const std::string& path, const std::string& op) {
   for (const std::string& entry : policy.fp32_modules) {
     const size_t colon = entry.find(':');

@@ -34,6 +34,8 @@ bool IsOpIslandEntry(const std::string& entry);
 std::string OpIslandEntry(const std::string& path, const std::string& op);
 // The module path of an entry: "a.b:aten::mm" -> "a.b"; a module glob is its own path.
 std::string ModuleOfIslandEntry(const std::string& entry);
+// The op of an op island entry: "a.b:aten::mm" -> "aten::mm"; "" for a module glob.
+std::string OpOfIslandEntry(const std::string& entry);
 // Whether an op island entry of `policy` selects op `op` at module `path`'s own level.
 bool MatchesOpIsland(const DtypePolicy& policy, const std::string& path, const std::string& op);
 // Whether op `op` at `path` computes in FP32 under `policy`: an op island selects it, or

@@ -298,8 +298,8 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
 // located, and when rounding alone made the error, `in` is judged by the wider profile
 // and `judged_by` says why. Returns the producer when one was located.
 StatusOr<std::optional<ErrorProducer>> JudgeASensitiveModel(VerdictInputs& in, const JudgingBound& bound,
-                                                             const PipelineSpec& spec, int steps,
-                                                             ModelCache* models, std::string& judged_by) {
+                                                            const PipelineSpec& spec, int steps,
+                                                            ModelCache* models, std::string& judged_by) {
   VerdictInputs plain = in;
   plain.expected_to_fail = false;
   if (DecideVerdict(plain).status != CellStatus::kFail) return std::optional<ErrorProducer>();
@@ -429,7 +429,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string kernel_note;   // what the kernel fallbacks changed
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
   std::optional<ComparisonMetrics> compute_metrics;
-  std::string compute_note;  // the compute part's figure, or why it was not judged
+  std::string compute_note;               // the compute part's figure, or why it was not judged
   std::optional<ErrorProducer> producer;  // when located before the verdict
   VerdictInputs in;
   in.tolerance = &bound->profile;

@@ -42,7 +42,7 @@ struct Culprit {
 Culprit CulpritOf(const CellResult& r) {
   if (r.status == CellStatus::kError && !r.error_float32_origin.empty()) {
     const std::string& origin = r.error_float32_origin;
-    return {ModuleOfIslandEntry(origin), origin.substr(origin.find(':') + 1)};
+    return {ModuleOfIslandEntry(origin), OpOfIslandEntry(origin)};
   }
   if (r.status == CellStatus::kError) return {r.error_module, r.error_op};
   if (r.first_nonfinite.found) return {r.first_nonfinite.module, r.first_nonfinite.op};
@@ -158,7 +158,7 @@ Islands NewInputMakers(const DtypePolicy& base, const Islands& islands, const Ce
                        const std::vector<WeightSize>& weights) {
   Islands out;
   for (const std::string& entry : failed.island_input_makers) {
-    const Culprit op{ModuleOfIslandEntry(entry), entry.substr(entry.find(':') + 1)};
+    const Culprit op{ModuleOfIslandEntry(entry), OpOfIslandEntry(entry)};
     const std::string island = IslandFor(op, weights);
     if (!Contains(islands, entry) && !Covers(base, islands, op) && !Contains(out, island))
       out.push_back(island);
@@ -175,8 +175,7 @@ Islands Normalized(const DtypePolicy& base, Islands islands) {
     bool covered = false;
     for (const std::string& other : islands) {
       if (other == island || IsOpIslandEntry(other)) continue;
-      const Culprit as{ModuleOfIslandEntry(island),
-                       IsOpIslandEntry(island) ? island.substr(island.find(':') + 1) : ""};
+      const Culprit as{ModuleOfIslandEntry(island), OpOfIslandEntry(island)};
       covered = covered || Covers(base, {other}, as);
     }
     if (!covered) kept.push_back(island);
