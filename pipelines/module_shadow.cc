@@ -100,6 +100,7 @@ void ModuleShadow::Wrap(GraphObserver* inner, int step) {
   inner_ = inner != nullptr ? inner : &pass_through_;
   step_ = step;
   makers_.clear();  // a norm's input is made in the same forward
+  maker_predicted_.clear();
   site_calls_.clear();
 }
 
@@ -123,7 +124,7 @@ at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor
 at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, int input_index,
                                 const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
-  if (mode_ == Mode::kRecord && site.kind == GraphSite::Kind::kCopyingView && input_index == 0) {
+  if (site.kind == GraphSite::Kind::kCopyingView && input_index == 0) {
     const std::string* maker = makers_.Find(value);
     copy_maker_ = maker != nullptr ? *maker : "";
   }
@@ -164,6 +165,14 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) {
     return inner.Before(path, site, input_index, value);
   }
+  if (const double* predicted = maker_predicted_.Find(value); predicted != nullptr && *predicted > 0) {
+    const at::Tensor ref = recorded->second.to(value.device(), at::kDouble);
+    const double ref_norm = ref.norm().item<double>();
+    const double error =
+        ref_norm > 0 ? (value.detach().to(at::kDouble) - ref).norm().item<double>() / ref_norm : 0.0;
+    if (std::isfinite(error) && error / *predicted > worst_made_input_.excess)
+      worst_made_input_ = {error / *predicted, SiteName(path, site.op), error};
+  }
   const at::Tensor fed = Substitute(recorded->second, value, inner);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
   sums.input_roundoff = std::max(sums.input_roundoff, UnitRoundoff(inner.HeldDtype(fed)));
@@ -174,8 +183,12 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
                                const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
-  if (mode_ == Mode::kRecord && steps_.count(step_) > 0 && Probed(out)) {
+  if (steps_.count(step_) > 0 && Probed(out)) {
     if (site.kind == GraphSite::Kind::kOp) makers_.Put(out, SiteName(path, site.op));
+    if (site.kind == GraphSite::Kind::kOp && mode_ == Mode::kCompare) {
+      const bool weighted = site.weight_input >= 0 || StoredWeightInput(site.op) >= 0;
+      maker_predicted_.Put(out, PredictedError(policy_, path, site.op, weighted));
+    }
     if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.empty()) makers_.Put(out, copy_maker_);
   }
   if (site.kind != GraphSite::Kind::kOp || site.in_place || !Probed(out)) return out;

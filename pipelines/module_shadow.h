@@ -115,7 +115,20 @@ class ModuleShadow : public GraphObserver {
   // input's rounding at full scale even when its own error, measured on the exact input
   // (an FP32 island entered by a cast), is none.
   std::string RoundedCancellingNorm() const;
+  // kCompare: of the op inputs that an op of the same forward made, the one whose relative
+  // L2 error (against the FP32 run) is the most times what its maker's precision predicts:
+  // that ratio, the site that took it ("denoiser.mix\taten::conv3d") and its error. Each
+  // op is fed its FP32 inputs, so such an input carries its maker's error, relative to the
+  // part this op takes (a slice), plus what ops the shadow does not isolate (in place) did
+  // to it since: at 2x or more, an error was made where no op's isolated error shows it.
+  struct MadeInput {
+    double excess = 0;
+    std::string site;
+    double error = 0;
+  };
+  const MadeInput& worst_made_input() const { return worst_made_input_; }
   int64_t recorded_calls() const { return static_cast<int64_t>(tensors_.size()); }
+  int64_t recorded_bytes() const { return bytes_; }
 
   // Makes `shadow` the active one on this thread until destroyed (scopes nest).
   class ActiveScope {
@@ -184,7 +197,9 @@ class ModuleShadow : public GraphObserver {
   std::map<std::string, ErrorSums> errors_;       // SiteKey -> sums (kCompare)
   std::map<std::string, double> weight_absmax_;   // SiteKey -> largest |weight| (kRecord)
   std::map<std::string, NormInput> norm_inputs_;  // SiteKey -> its input (kRecord)
-  StorageMap<std::string> makers_;                // kRecord: storage -> "path\top" that last wrote it
+  StorageMap<std::string> makers_;                // storage -> "path\top" that last wrote it
+  MadeInput worst_made_input_;                    // kCompare
+  StorageMap<double> maker_predicted_;            // kCompare: storage -> its maker's PredictedError
   std::string copy_maker_;                        // the maker of a copying view's input
 };
 

@@ -17,7 +17,8 @@
 //      and, but for fp32, that profile at kSensitiveModelErrorFactor times its error for
 //      a model more sensitive than the population the profile was fitted on: a finite
 //      FAIL within it whose every op makes about the error its precision predicts
-//      (runners/error_producer.h: RoundingAloneMadeTheError) is a PASS judged by it
+//      (runners/error_producer.h: RoundingAloneMadeTheError) is a PASS judged by it,
+//      and so is its compute part's profile
 //                                             -> "profile NAME at 2x its error: ..."
 //
 // A calibration that does not match (the model or the golden changed since) or that has

@@ -293,33 +293,36 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
-// A cell that breaks its population profile but not that profile at
-// kSensitiveModelErrorFactor times its error (runners/cell_bound.h): its producer is
-// located, and when rounding alone made the error, `in` is judged by the wider profile
-// and `judged_by` says why. Returns the producer when one was located.
-StatusOr<std::optional<ErrorProducer>> JudgeASensitiveModel(VerdictInputs& in, const JudgingBound& bound,
-                                                            const PipelineSpec& spec, int steps,
-                                                            ModelCache* models, std::string& judged_by) {
+// A cell that breaks the population profile `in.*slot` (the whole error's or the compute
+// part's) but not `wider`, that profile at kSensitiveModelErrorFactor times its error
+// (runners/cell_bound.h): its producer is located (once, into `producer`), and when
+// rounding alone made the error, `in.*slot` is `wider` and `judged_by` says why.
+Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictInputs::*slot,
+                            const ToleranceProfile& wider, const ComparisonMetrics& metrics,
+                            const PipelineSpec& spec, int steps, ModelCache* models,
+                            std::optional<ErrorProducer>& producer, std::string& judged_by) {
   VerdictInputs plain = in;
   plain.expected_to_fail = false;
-  if (DecideVerdict(plain).status != CellStatus::kFail) return std::optional<ErrorProducer>();
-  const std::optional<ToleranceViolation> broken = FirstViolation(bound.profile, *in.metrics);
-  plain.tolerance = &*bound.sensitive_model;
-  if (!broken || DecideVerdict(plain).status != CellStatus::kPass) return std::optional<ErrorProducer>();
-  StatusOr<ErrorProducer> producer = LocateErrorProducer(spec, steps, models);
-  if (!producer.ok()) return producer.status();
-  if (RoundingAloneMadeTheError(*producer)) {
-    in.tolerance = &*bound.sensitive_model;
-    char text[512];
-    std::snprintf(text, sizeof text,
-                  " at %gx its error (%s; no op makes %gx the error its precision predicts, the most "
-                  "%.2fx at %s (%s): a model more sensitive than the population)",
-                  kSensitiveModelErrorFactor, broken->Reason().c_str(), kCauseExcess,
-                  producer->isolated_error / producer->predicted_error, producer->module.c_str(),
-                  producer->op.c_str());
-    judged_by += text;
+  if (DecideVerdict(plain).status != CellStatus::kFail) return Status::Ok();
+  const std::optional<ToleranceViolation> broken = FirstViolation(*(in.*slot), metrics);
+  plain.*slot = &wider;
+  if (!broken || DecideVerdict(plain).status != CellStatus::kPass) return Status::Ok();
+  if (!producer) {
+    StatusOr<ErrorProducer> located = LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep);
+    if (!located.ok()) return located.status();
+    producer = *located;
   }
-  return std::optional<ErrorProducer>(*producer);
+  if (!RoundingAloneMadeTheError(*producer)) return Status::Ok();
+  in.*slot = &wider;
+  char text[512];
+  std::snprintf(text, sizeof text,
+                " at %gx its error (%s; no op makes %gx the error its precision predicts, the most "
+                "%.2fx at %s (%s): a model more sensitive than the population)",
+                kSensitiveModelErrorFactor, broken->Reason().c_str(), kCauseExcess,
+                producer->isolated_error / producer->predicted_error, producer->module.c_str(),
+                producer->op.c_str());
+  judged_by += text;
+  return Status::Ok();
 }
 
 // An op with no kernel for the policy's dtype in this CPU's LibTorch (torch 1.13: BF16
@@ -429,8 +432,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string kernel_note;   // what the kernel fallbacks changed
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
   std::optional<ComparisonMetrics> compute_metrics;
-  std::string compute_note;               // the compute part's figure, or why it was not judged
-  std::optional<ErrorProducer> producer;  // when located before the verdict
+  std::string compute_note;                            // the compute part's figure, or why it was not judged
+  std::optional<ErrorProducer> producer;               // when located before the verdict
+  std::optional<ToleranceProfile> wider_compute_part;  // the compute part's, at 2x its error
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
@@ -488,10 +492,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
     if (bound->sensitive_model && in.metrics != nullptr) {
-      StatusOr<std::optional<ErrorProducer>> judged =
-          JudgeASensitiveModel(in, *bound, spec, outcome->sampler.steps, models, result.judged_by);
-      if (!judged.ok()) return judged.status();
-      producer = std::move(*judged);
+      FG_RETURN_IF_ERROR(JudgeASensitiveModel(in, &VerdictInputs::tolerance, *bound->sensitive_model,
+                                              *in.metrics, spec, outcome->sampler.steps, models, producer,
+                                              result.judged_by));
     }
     const CellStatus without_part = DecideVerdict(in).status;
     if (bound->compute_part && (without_part == CellStatus::kPass || without_part == CellStatus::kXpass)) {
@@ -507,6 +510,12 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
         in.compute_tolerance = &bound->compute_part->profile;
         in.compute_reference = bound->compute_part->reference_text;
         result.judged_by += "; compute part: " + bound->compute_part->judged_by;
+        if (bound->sensitive_model) {
+          wider_compute_part = AllowingErrorTimes(bound->compute_part->profile, kSensitiveModelErrorFactor);
+          FG_RETURN_IF_ERROR(JudgeASensitiveModel(in, &VerdictInputs::compute_tolerance, *wider_compute_part,
+                                                  *compute_metrics, spec, outcome->sampler.steps, models,
+                                                  producer, result.judged_by));
+        }
         char psnr[32];
         std::snprintf(psnr, sizeof psnr, "%.2f dB", compute_metrics->video.min_psnr);
         compute_note =

@@ -1,7 +1,9 @@
 #include "runners/error_producer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "pipelines/module_shadow.h"
 #include "pipelines/weight_store.h"
@@ -26,16 +28,21 @@ bool RoundingAloneMadeTheError(const ErrorProducer& producer) {
   return producer.found && producer.note.empty() && !NamesACause(producer);
 }
 
-StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models) {
+namespace {
+
+// What the shadow may keep of one FP32 run's tensors.
+constexpr int64_t kShadowBytes = int64_t{1} << 30;
+const char kNoExcessNote[] = "no op makes an error beyond its precision's: the producer is not localised";
+
+// One search over the steps `probed`: an FP32 run recording them, a run under the policy
+// fed them. `inputs`: also the errors of inputs made in the same forward (kEveryStep).
+// `recorded_bytes`: what the FP32 run's tensors took.
+StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int>& probed, ModelCache* models,
+                                    bool inputs, int64_t* recorded_bytes) {
   ErrorProducer producer;
-  if (spec.model_dir.empty()) {
-    producer.note = "the reference model has no per-op hooks: the producer is not localised";
-    return producer;
-  }
-  const std::set<int> probed = ProducerProbeSteps(steps);
   PipelineSpec fp32 = spec;
   fp32.policy = Fp32Policy();
-  ModuleShadow recorded(ModuleShadow::Mode::kRecord, probed, fp32.policy);
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, probed, fp32.policy, nullptr, kShadowBytes);
   {
     const ModuleShadow::ActiveScope scope(recorded);
     StatusOr<PipelineOutcome> run = RunPipeline(fp32, nullptr, nullptr, models);
@@ -64,7 +71,7 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
                 " (a branch on a value or a dtype): errors after it compare different computations";
   const std::vector<IsolatedError> errors = compared.Errors();
   if (errors.empty() || errors.front().Excess() <= 0) {
-    producer.note = "no op makes an error beyond its precision's: the producer is not localised";
+    producer.note = kNoExcessNote;
     if (!diverged.empty()) producer.note += "; " + diverged;
     return producer;
   }
@@ -99,11 +106,60 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
     const std::string norm = compared.RoundedCancellingNorm();
     if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
   }
+  if (const ModuleShadow::MadeInput& input = compared.worst_made_input();
+      inputs && input.excess >= kCauseExcess) {
+    const size_t tab = input.site.find('\t');
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "%s (%s) takes an input with an error of %.3g, %.0fx what the precision of the op "
+                  "that made it predicts: it was made where no op's isolated error shows it (an op in "
+                  "place, or a slice of a much larger value)",
+                  input.site.substr(0, tab).c_str(), input.site.substr(tab + 1).c_str(), input.error,
+                  input.excess);
+    producer.note += std::string(producer.note.empty() ? "" : "; ") + text;
+  }
   if (recorded.truncated()) {
     producer.note += std::string(producer.note.empty() ? "" : "; ") +
                      "only part of the probed steps was recorded (memory cap)";
   }
   if (!diverged.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + diverged;
+  *recorded_bytes = recorded.recorded_bytes();
+  return producer;
+}
+
+double ExcessOf(const ErrorProducer& p) {
+  return p.predicted_error > 0 ? p.isolated_error / p.predicted_error : 0;
+}
+
+}  // namespace
+
+StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models,
+                                            ProducerSearch search) {
+  if (spec.model_dir.empty()) {
+    ErrorProducer producer;
+    producer.note = "the reference model has no per-op hooks: the producer is not localised";
+    return producer;
+  }
+  const std::set<int> first = ProducerProbeSteps(steps);
+  const bool every_step = search == ProducerSearch::kEveryStep;
+  int64_t bytes = 0;
+  StatusOr<ErrorProducer> producer = SearchSteps(spec, first, models, every_step, &bytes);
+  if (!producer.ok() || !every_step || !RoundingAloneMadeTheError(*producer)) return producer;
+  // The other steps, as many at a time as the first steps' size says fit the memory cap.
+  std::vector<int> rest;
+  for (int step = 0; step < steps; ++step) {
+    if (first.count(step) == 0) rest.push_back(step);
+  }
+  const int64_t per_step = std::max<int64_t>(1, bytes / static_cast<int64_t>(first.size()));
+  const size_t group = static_cast<size_t>(std::max<int64_t>(1, kShadowBytes * 3 / 4 / per_step));
+  for (size_t i = 0; i < rest.size(); i += group) {
+    const std::set<int> probed(rest.begin() + i, rest.begin() + std::min(rest.size(), i + group));
+    StatusOr<ErrorProducer> more = SearchSteps(spec, probed, models, true, &bytes);
+    if (!more.ok()) return more.status();
+    if (!more->found && more->note == kNoExcessNote) continue;  // nothing rounded at these steps
+    if (!RoundingAloneMadeTheError(*more)) return more;         // a cause or a caveat decides
+    if (ExcessOf(*more) > ExcessOf(*producer)) producer = std::move(more);
+  }
   return producer;
 }
 

@@ -31,11 +31,22 @@ bool RoundingAloneMadeTheError(const ErrorProducer& producer);
 // the decode (-1).
 std::set<int> ProducerProbeSteps(int steps);
 
+// How much a producer search looks at:
+//   kProbedSteps  the steps of ProducerProbeSteps: enough to name where an error is made;
+//   kEveryStep    every step and the decode (ProducerProbeSteps first, then the others in
+//                 groups that fit the shadow's memory cap, while each finds rounding alone),
+//                 and each op's inputs made in the same forward: enough to rest a verdict on
+//                 (RoundingAloneMadeTheError). An input whose
+//                 error is kCauseExcess times what its maker's precision predicts was made
+//                 where no op's isolated error shows it (an op in place, a slice of a much
+//                 larger value): the note says where it was taken.
+enum class ProducerSearch { kProbedSteps, kEveryStep };
+
 // The producer for `spec`'s pipeline under its policy. A reference model (no per-op
 // hooks) gets found = false and a note saying the producer is not localised; so does a
 // run that ends before the probed steps (the note says why). A Status only for bad input
 // (a broken package). With `models`, models are taken from and given back to that cache.
-StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
-                                            ModelCache* models = nullptr);
+StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models = nullptr,
+                                            ProducerSearch search = ProducerSearch::kProbedSteps);
 
 }  // namespace framegate

@@ -66,6 +66,11 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  but it turns the latents' rounding into 128x the frame error, so BF16
                  frames sit about 3 dB below the bf16 profile while no op makes more error
                  than BF16 predicts (a model more sensitive than the population).
+  inplace-cancel steep-decoder with (h + 8) - 8 written in place after the denoiser's
+                 conv_in (`h += 8; h -= 8`): BF16 keeps h on a grid of 1/16, frames about
+                 4 dB below the bf16 profile. The shadow does not isolate in-place ops; the
+                 ops after them take an input whose error is several times what its
+                 maker's precision predicts, which a verdict must not take for rounding.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -287,6 +292,18 @@ class Float32MaskDenoiser(nn.Module):
         return self.conv_out(h + (probs @ v).transpose(1, 2).reshape(b, c, f, hh, ww))
 
 
+class InPlaceCancelDenoiser(TableDenoiser):
+    def __init__(self):
+        super().__init__(plain=False)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        h += 8.0
+        h -= 8.0
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
 class Float32EpsDenoiser(nn.Module):
     def __init__(self):
         super().__init__()
@@ -402,6 +419,8 @@ def main():
     write(out_dir, "complex-rotate", ComplexRotateDenoiser())
     torch.manual_seed(3)
     write(out_dir, "steep-decoder", TableDenoiser(plain=False), decoder_class=SteepDecoder)
+    torch.manual_seed(3)
+    write(out_dir, "inplace-cancel", InPlaceCancelDenoiser(), decoder_class=SteepDecoder)
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

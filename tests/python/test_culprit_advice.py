@@ -17,7 +17,7 @@ two packages whose culprit is smaller than the module where the damage shows
   `h += ...` is found there;
 - a model more sensitive than the population (its error within 2x of the profile's, no op
   making more than its precision predicts) passes and says why; a defect in the same band
-  (an offset a norm cancels) still fails."""
+  (an offset a norm cancels, a cancellation written in place) still fails."""
 import json
 import os
 import pathlib
@@ -51,7 +51,7 @@ def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
-                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder"):
+                 "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder", "inplace-cancel"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -333,3 +333,14 @@ def test_a_model_more_sensitive_than_the_population_passes_where_only_rounding_m
     [cell] = json.loads(out.read_text())["cells"]
     assert cell["status"] == "FAIL" and cell["judged_by"] == "profile fp16-emulated", cell
     assert cell["producer"]["module"] == "denoiser", cell["producer"]
+    # inplace-cancel: steep-decoder with `h += 8; h -= 8` after conv_in, in band too. No op
+    # the shadow isolates is at 2x, but the ops after the in-place pair take an input made
+    # with more error than its maker's precision predicts: not rounding alone.
+    r = run("check", "--model", packages / "inplace-cancel", "--policy", "bf16", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "FAIL" and cell["judged_by"] == "profile bf16", cell
+    assert cell["metrics"]["min_psnr"] > 26.8 - 6.03, cell["metrics"]  # within the 2x band
+    assert "takes an input with an error of" in cell["producer"]["note"], cell["producer"]
+    assert "what the precision of the op that made it predicts" in cell["producer"]["note"]
