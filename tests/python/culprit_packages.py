@@ -63,9 +63,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  heads computed in float32 do): healthy; under bf16 the sampler step is
                  float32 and pipelines cast the latents back before the next call.
   steep-decoder  buffer-table's denoiser; the decoder returns tanh(128 x its conv): healthy,
-                 but it turns the latents' rounding into 128x the frame error, so BF16
-                 frames sit about 3 dB below the bf16 profile while no op makes more error
-                 than BF16 predicts (a model more sensitive than the population).
+                 but it turns small errors of its conv into large frame errors: under
+                 LibTorch 1.13 BF16 frames sit about 3 dB below the bf16 profile while no
+                 op makes more error than BF16 predicts (a model more sensitive than the
+                 population); LibTorch 2.6's BF16 conv leaves them at 77 dB.
   inplace-cancel steep-decoder with (h + 8) - 8 written in place after the denoiser's
                  conv_in (`h += 8; h -= 8`): BF16 keeps h on a grid of 1/16, frames about
                  4 dB below the bf16 profile. The shadow does not isolate in-place ops; the
