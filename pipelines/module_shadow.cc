@@ -100,7 +100,6 @@ void ModuleShadow::Wrap(GraphObserver* inner, int step) {
   inner_ = inner != nullptr ? inner : &pass_through_;
   step_ = step;
   makers_.clear();  // a norm's input is made in the same forward
-  maker_predicted_.clear();
   site_calls_.clear();
 }
 
@@ -125,8 +124,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
                                 const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   if (site.kind == GraphSite::Kind::kCopyingView && input_index == 0) {
-    const std::string* maker = makers_.Find(value);
-    copy_maker_ = maker != nullptr ? *maker : "";
+    const Maker* maker = makers_.Find(value);
+    copy_maker_ = maker != nullptr ? *maker : Maker{};
   }
   // An in-place op's input 0 is not hooked, so its result is not its own error alone.
   if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(value)) {
@@ -165,13 +164,13 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) {
     return inner.Before(path, site, input_index, value);
   }
-  if (const double* predicted = maker_predicted_.Find(value); predicted != nullptr && *predicted > 0) {
+  if (const Maker* maker = makers_.Find(value); maker != nullptr && maker->predicted > 0) {
     const at::Tensor ref = recorded->second.to(value.device(), at::kDouble);
     const double ref_norm = ref.norm().item<double>();
     const double error =
         ref_norm > 0 ? (value.detach().to(at::kDouble) - ref).norm().item<double>() / ref_norm : 0.0;
-    if (std::isfinite(error) && error / *predicted > worst_made_input_.excess)
-      worst_made_input_ = {error / *predicted, SiteName(path, site.op), error};
+    if (std::isfinite(error) && error / maker->predicted > worst_made_input_.excess)
+      worst_made_input_ = {error / maker->predicted, SiteName(path, site.op), error};
   }
   const at::Tensor fed = Substitute(recorded->second, value, inner);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
@@ -184,12 +183,13 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
   if (steps_.count(step_) > 0 && Probed(out)) {
-    if (site.kind == GraphSite::Kind::kOp) makers_.Put(out, SiteName(path, site.op));
-    if (site.kind == GraphSite::Kind::kOp && mode_ == Mode::kCompare) {
+    if (site.kind == GraphSite::Kind::kOp) {
       const bool weighted = site.weight_input >= 0 || StoredWeightInput(site.op) >= 0;
-      maker_predicted_.Put(out, PredictedError(policy_, path, site.op, weighted));
+      makers_.Put(out, {SiteName(path, site.op),
+                        measure_made_inputs_ ? PredictedError(policy_, path, site.op, weighted) : 0.0});
     }
-    if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.empty()) makers_.Put(out, copy_maker_);
+    if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.site.empty())
+      makers_.Put(out, copy_maker_);
   }
   if (site.kind != GraphSite::Kind::kOp || site.in_place || !Probed(out)) return out;
   const bool probed = steps_.count(step_) > 0;
@@ -249,8 +249,8 @@ void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& sit
   const double offset = OffsetRatio(site.op, value);
   NormInput& input = norm_inputs_[SiteKey(path, site.op, /*upcoming=*/true)];
   if (offset <= input.offset) return;
-  const std::string* maker = makers_.Find(value);
-  input = NormInput{offset, maker != nullptr ? *maker : ""};
+  const Maker* maker = makers_.Find(value);
+  input = NormInput{offset, maker != nullptr ? maker->site : ""};
 }
 
 void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,

@@ -127,6 +127,8 @@ class ModuleShadow : public GraphObserver {
     double error = 0;
   };
   const MadeInput& worst_made_input() const { return worst_made_input_; }
+  // kCompare, before the run: measure worst_made_input() (a norm per op input).
+  void MeasureMadeInputs() { measure_made_inputs_ = true; }
   int64_t recorded_calls() const { return static_cast<int64_t>(tensors_.size()); }
   int64_t recorded_bytes() const { return bytes_; }
 
@@ -197,10 +199,14 @@ class ModuleShadow : public GraphObserver {
   std::map<std::string, ErrorSums> errors_;       // SiteKey -> sums (kCompare)
   std::map<std::string, double> weight_absmax_;   // SiteKey -> largest |weight| (kRecord)
   std::map<std::string, NormInput> norm_inputs_;  // SiteKey -> its input (kRecord)
-  StorageMap<std::string> makers_;                // storage -> "path\top" that last wrote it
-  MadeInput worst_made_input_;                    // kCompare
-  StorageMap<double> maker_predicted_;            // kCompare: storage -> its maker's PredictedError
-  std::string copy_maker_;                        // the maker of a copying view's input
+  struct Maker {
+    std::string site;      // "path\top"
+    double predicted = 0;  // its PredictedError when made inputs are measured, else 0
+  };
+  StorageMap<Maker> makers_;  // storage -> the op that last wrote it
+  Maker copy_maker_;          // the maker of a copying view's input
+  bool measure_made_inputs_ = false;
+  MadeInput worst_made_input_;  // kCompare
 };
 
 // The active shadow on this thread wrapping `inner` at sampler step `step` (-1: decode),

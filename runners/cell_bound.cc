@@ -108,11 +108,16 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
     if (own.status().code() != Status::Code::kNotFound) return own.status();
   }
   JudgingBound fallback{cell.tolerance, "profile " + profile_name, std::nullopt};
-  if (cell.spec.policy.name != Fp32Policy().name)
-    fallback.sensitive_model = AllowingErrorTimes(cell.tolerance, kSensitiveModelErrorFactor);
   StatusOr<std::optional<ComputePartBound>> compute_part = ComputePartBoundOf(cell.spec.policy);
   if (!compute_part.ok()) return compute_part.status();
   fallback.compute_part = std::move(*compute_part);
+  if (cell.spec.policy.name != Fp32Policy().name) {
+    fallback.sensitive_model = AllowingErrorTimes(cell.tolerance, kSensitiveModelErrorFactor);
+    if (fallback.compute_part) {
+      fallback.compute_part->sensitive_model =
+          AllowingErrorTimes(fallback.compute_part->profile, kSensitiveModelErrorFactor);
+    }
+  }
   if (!use_calibration) return fallback;
   const std::string path = CalibrationPathFor(cell.golden, golden_dir);
   StatusOr<Calibration> calibration = ReadCalibrationFile(path);

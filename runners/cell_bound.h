@@ -48,6 +48,8 @@ struct ComputePartBound {
   ToleranceProfile profile;    // the compute dtype's
   std::string reference_text;  // "its fp8e4m3 weights computed in FP32"
   std::string judged_by;       // "profile bf16 against " + reference_text
+  // Set with JudgingBound::sensitive_model: `profile` at kSensitiveModelErrorFactor.
+  std::optional<ToleranceProfile> sensitive_model;
 };
 
 struct JudgingBound {

@@ -318,9 +318,8 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   std::snprintf(text, sizeof text,
                 " at %gx its error (%s; no op makes %gx the error its precision predicts, the most "
                 "%.2fx at %s (%s): a model more sensitive than the population)",
-                kSensitiveModelErrorFactor, broken->Reason().c_str(), kCauseExcess,
-                producer->isolated_error / producer->predicted_error, producer->module.c_str(),
-                producer->op.c_str());
+                kSensitiveModelErrorFactor, broken->Reason().c_str(), kCauseExcess, ExcessOf(*producer),
+                producer->module.c_str(), producer->op.c_str());
   judged_by += text;
   return Status::Ok();
 }
@@ -432,9 +431,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string kernel_note;   // what the kernel fallbacks changed
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
   std::optional<ComparisonMetrics> compute_metrics;
-  std::string compute_note;                            // the compute part's figure, or why it was not judged
-  std::optional<ErrorProducer> producer;               // when located before the verdict
-  std::optional<ToleranceProfile> wider_compute_part;  // the compute part's, at 2x its error
+  std::string compute_note;               // the compute part's figure, or why it was not judged
+  std::optional<ErrorProducer> producer;  // when located before the verdict
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
@@ -510,11 +508,10 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
         in.compute_tolerance = &bound->compute_part->profile;
         in.compute_reference = bound->compute_part->reference_text;
         result.judged_by += "; compute part: " + bound->compute_part->judged_by;
-        if (bound->sensitive_model) {
-          wider_compute_part = AllowingErrorTimes(bound->compute_part->profile, kSensitiveModelErrorFactor);
-          FG_RETURN_IF_ERROR(JudgeASensitiveModel(in, &VerdictInputs::compute_tolerance, *wider_compute_part,
-                                                  *compute_metrics, spec, outcome->sampler.steps, models,
-                                                  producer, result.judged_by));
+        if (bound->compute_part->sensitive_model) {
+          FG_RETURN_IF_ERROR(JudgeASensitiveModel(
+              in, &VerdictInputs::compute_tolerance, *bound->compute_part->sensitive_model, *compute_metrics,
+              spec, outcome->sampler.steps, models, producer, result.judged_by));
         }
         char psnr[32];
         std::snprintf(psnr, sizeof psnr, "%.2f dB", compute_metrics->video.min_psnr);

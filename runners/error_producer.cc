@@ -53,6 +53,7 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int
     }
   }
   ModuleShadow compared(ModuleShadow::Mode::kCompare, probed, spec.policy, &recorded);
+  if (inputs) compared.MeasureMadeInputs();
   {
     const ModuleShadow::ActiveScope scope(compared);
     StatusOr<PipelineOutcome> run = RunPipeline(spec, nullptr, nullptr, models);
@@ -106,8 +107,7 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int
     const std::string norm = compared.RoundedCancellingNorm();
     if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
   }
-  if (const ModuleShadow::MadeInput& input = compared.worst_made_input();
-      inputs && input.excess >= kCauseExcess) {
+  if (const ModuleShadow::MadeInput& input = compared.worst_made_input(); input.excess >= kCauseExcess) {
     const size_t tab = input.site.find('\t');
     char text[400];
     std::snprintf(text, sizeof text,
@@ -127,11 +127,11 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int
   return producer;
 }
 
+}  // namespace
+
 double ExcessOf(const ErrorProducer& p) {
   return p.predicted_error > 0 ? p.isolated_error / p.predicted_error : 0;
 }
-
-}  // namespace
 
 StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models,
                                             ProducerSearch search) {

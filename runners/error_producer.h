@@ -18,6 +18,9 @@ namespace framegate {
 // an offset a norm cancels), healthy models that failed a profile 0.95-1.9x.
 constexpr double kCauseExcess = 2;
 
+// The producer's isolated error over what its precision predicts; 0 when nothing is predicted.
+double ExcessOf(const ErrorProducer& producer);
+
 // Whether `producer` names where an error is made: an op at kCauseExcess or more, or the
 // maker of an offset a norm cancels.
 bool NamesACause(const ErrorProducer& producer);
