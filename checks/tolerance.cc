@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "harness/toml_source.h"
 
@@ -157,6 +158,18 @@ ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double fact
     }
   }
   return wider;
+}
+
+double ErrorOf(const ToleranceBound& bound, double value) {
+  if (bound.metric == "min_psnr") return std::pow(10.0, -value / 20);
+  return bound.is_min ? 1 - value : value;
+}
+
+double MetricValue(const ComparisonMetrics& metrics, const std::string& name) {
+  for (const NamedMetric& m : NamedMetrics(metrics)) {
+    if (m.name == name) return m.value;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace framegate

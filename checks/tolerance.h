@@ -66,4 +66,12 @@ std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile
 // no floor below 0. Named "NAME x<factor>".
 ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double factor);
 
+// The error `value` of `bound`'s metric stands for, in the units AllowingErrorTimes
+// scales: min_psnr's amplitude 10^(-value/20), an error maximum itself, a similarity's
+// distance from 1. Larger is worse.
+double ErrorOf(const ToleranceBound& bound, double value);
+
+// `metrics`' value of the metric `name` (a NamedMetrics() name); NaN when it has none.
+double MetricValue(const ComparisonMetrics& metrics, const std::string& name);
+
 }  // namespace framegate

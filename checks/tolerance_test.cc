@@ -77,6 +77,24 @@ TEST(ToleranceTest, AllowingErrorTimesScalesEveryBoundByTheError) {
   EXPECT_EQ(FirstViolation(wider, Metrics(23.9, 0.15))->Reason(), "min_psnr 23.9 < 23.9794");
 }
 
+TEST(ToleranceTest, ErrorOfAValueIsWhatAllowingErrorTimesScales) {
+  StatusOr<std::vector<ToleranceProfile>> p =
+      ParseToleranceProfiles("[profile.x]\nmin_psnr = 30.0\nmin_ssim = 0.9\nmax_abs = 0.1\n", "t.toml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const ToleranceProfile wider = AllowingErrorTimes(p->at(0), 2);
+  for (size_t i = 0; i < wider.bounds.size(); ++i) {
+    const ToleranceBound& b = p->at(0).bounds[i];
+    EXPECT_NEAR(ErrorOf(b, wider.bounds[i].bound), 2 * ErrorOf(b, b.bound), 1e-12) << b.metric;
+  }
+  const ComparisonMetrics m = Metrics(25, 0.15);
+  EXPECT_DOUBLE_EQ(MetricValue(m, "min_psnr"), 25);
+  EXPECT_DOUBLE_EQ(MetricValue(m, "max_abs"), 0.15);
+  EXPECT_TRUE(std::isnan(MetricValue(m, "no_such_metric")));
+  // Larger is worse on every metric: 20 dB is ten times the error of 40 dB.
+  ASSERT_EQ(p->at(0).bounds[0].metric, "min_psnr");
+  EXPECT_NEAR(ErrorOf(p->at(0).bounds[0], 20) / ErrorOf(p->at(0).bounds[0], 40), 10, 1e-9);
+}
+
 TEST(ToleranceTest, ParseErrorsNameFileLineAndKey) {
   auto r = ParseToleranceProfiles("[profile.x]\nmin_psnr = 30.0\nmin_pnsr = 3.0\n", "t.toml");
   ASSERT_FALSE(r.ok());

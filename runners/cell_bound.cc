@@ -39,6 +39,14 @@ std::string StaleReason(const Calibration& c, const ResolvedCell& cell, const st
   return "";
 }
 
+// `profile` judging alone: no compute part, step budget or sensitive-model profile.
+JudgingBound BoundOf(ToleranceProfile profile, std::string judged_by) {
+  JudgingBound bound;
+  bound.profile = std::move(profile);
+  bound.judged_by = std::move(judged_by);
+  return bound;
+}
+
 }  // namespace
 
 std::string CalibrationConfigOf(const GoldenKey& key) {
@@ -101,13 +109,13 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
   const std::string& policy = cell.cell.policy;
   const std::string profile_name = cell.tolerance.name;
   if (!cell.cell.tolerance.empty() || !cell.spec.policy.tolerance.empty())
-    return JudgingBound{cell.tolerance, "profile " + profile_name + " (explicit)", std::nullopt};
+    return BoundOf(cell.tolerance, "profile " + profile_name + " (explicit)");
   if (!cell.cell.model_dir.empty()) {
     StatusOr<ToleranceProfile> own = ModelTomlProfile(cell.cell.model_dir + "/model.toml", policy);
-    if (own.ok()) return JudgingBound{*own, own->name, std::nullopt};
+    if (own.ok()) return BoundOf(*own, own->name);
     if (own.status().code() != Status::Code::kNotFound) return own.status();
   }
-  JudgingBound fallback{cell.tolerance, "profile " + profile_name, std::nullopt};
+  JudgingBound fallback = BoundOf(cell.tolerance, "profile " + profile_name);
   StatusOr<std::optional<ComputePartBound>> compute_part = ComputePartBoundOf(cell.spec.policy);
   if (!compute_part.ok()) return compute_part.status();
   fallback.compute_part = std::move(*compute_part);
@@ -139,8 +147,9 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
   const std::string model = denoiser != calibration->model_sha256.end()
                                 ? "model sha256 " + denoiser->second.substr(0, 16)
                                 : "model " + calibration->weights;
-  return JudgingBound{*calibrated, "calibration " + path + " (" + model + ")", std::nullopt,
-                      fallback.step_budget};
+  JudgingBound calibrated_bound = BoundOf(*calibrated, "calibration " + path + " (" + model + ")");
+  calibrated_bound.step_budget = fallback.step_budget;
+  return calibrated_bound;
 }
 
 }  // namespace framegate

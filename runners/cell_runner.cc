@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "harness/npy.h"
 #include "harness/sha256.h"
 #include "pipelines/model_package.h"
+#include "pipelines/module_shadow.h"
 #include "pipelines/op_islands.h"
 #include "runners/cell_bound.h"
 #include "runners/error_producer.h"
@@ -293,13 +295,61 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
+// Whether the ops of `causes` (a search's, at kCauseExcess or more) do not make the error
+// that breaks `broken`'s bound of `profile`: one run of the cell with each kept in FP32
+// (IslandKeepingInFp32) still breaks `profile`, with at least kNamedOpsErrorShare of that
+// error. Then the every-step search of that run when it shows rounding alone, with `kept`
+// saying what the run showed; nullopt otherwise. A cause that saturates FP8 weights or
+// makes a non-finite value is one whatever its share.
+StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(const PipelineSpec& spec, int steps,
+                                                            ModelCache* models, const Golden& golden,
+                                                            const ToleranceProfile& profile,
+                                                            const ToleranceViolation& broken,
+                                                            const std::vector<IsolatedError>& causes,
+                                                            std::string& kept) {
+  const auto defect = [](const IsolatedError& c) { return !std::isfinite(c.Excess()); };
+  if (causes.empty() || std::any_of(causes.begin(), causes.end(), defect))
+    return std::optional<ErrorProducer>();
+  StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(spec);
+  if (!weights.ok()) return weights.status();
+  PipelineSpec without = spec;
+  std::vector<std::string>& islands = without.policy.fp32_modules;
+  for (const IsolatedError& c : causes) {
+    const std::string island = IslandKeepingInFp32(c.module, c.op, *weights);
+    if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+  }
+  StatusOr<PipelineOutcome> run = RunPipeline(without, nullptr, nullptr, models);
+  if (!run.ok()) return run.status();
+  if (run->kind != RunEnd::kFinished) return std::optional<ErrorProducer>();
+  const ComparisonMetrics metrics = Compare(golden, run->result);
+  const double value = MetricValue(metrics, broken.bound.metric);
+  const double share = ErrorOf(broken.bound, value) / ErrorOf(broken.bound, broken.value);
+  if (!FirstViolation(profile, metrics) || !(share >= kNamedOpsErrorShare))
+    return std::optional<ErrorProducer>();
+  StatusOr<ErrorProducer> search = LocateErrorProducer(without, steps, models, ProducerSearch::kEveryStep);
+  if (!search.ok()) return search.status();
+  if (!RoundingAloneMadeTheError(*search)) return std::optional<ErrorProducer>();
+  char text[512];
+  std::snprintf(
+      text, sizeof text,
+      "the %zu op%s at %gx or more, the most %.2fx at %s (%s), kept in FP32 leave %s at %g (%.2f of "
+      "the error): they do not make it; then ",
+      causes.size(), causes.size() == 1 ? "" : "s", kCauseExcess, causes.front().Excess(),
+      causes.front().module.c_str(), causes.front().op.c_str(), broken.bound.metric.c_str(), value, share);
+  kept = text;
+  return std::optional<ErrorProducer>(std::move(*search));
+}
+
 // A cell that breaks the population profile `in.*slot` (the whole error's or the compute
 // part's) but not `wider`, that profile at kSensitiveModelErrorFactor times its error
 // (runners/cell_bound.h): its producer is located (once, into `producer`), and when
-// rounding alone made the error, `in.*slot` is `wider` and `judged_by` says why.
+// rounding alone made the error, `in.*slot` is `wider` and `judged_by` says why. With
+// `golden` (the whole error's slot), ops the search names as causes are first kept in FP32
+// by one more run (KeptOpsLeaveTheError): when they do not make the error, rounding alone
+// is asked of that run.
 Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictInputs::*slot,
                             const ToleranceProfile& wider, const ComparisonMetrics& metrics,
-                            const PipelineSpec& spec, int steps, ModelCache* models,
+                            const PipelineSpec& spec, int steps, ModelCache* models, const Golden* golden,
                             std::optional<ErrorProducer>& producer, std::string& judged_by) {
   VerdictInputs plain = in;
   plain.expected_to_fail = false;
@@ -307,19 +357,32 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   const std::optional<ToleranceViolation> broken = FirstViolation(*(in.*slot), metrics);
   plain.*slot = &wider;
   if (!broken || DecideVerdict(plain).status != CellStatus::kPass) return Status::Ok();
+  std::vector<IsolatedError> causes;
   if (!producer) {
-    StatusOr<ErrorProducer> located = LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep);
+    StatusOr<ErrorProducer> located =
+        LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes);
     if (!located.ok()) return located.status();
     producer = *located;
   }
-  if (!RoundingAloneMadeTheError(*producer)) return Status::Ok();
+  const ErrorProducer* rounding = &*producer;  // the search that shows rounding alone
+  std::string kept;                            // what keeping the causes in FP32 showed
+  std::optional<ErrorProducer> without_causes;
+  if (!RoundingAloneMadeTheError(*producer)) {
+    if (golden == nullptr) return Status::Ok();
+    StatusOr<std::optional<ErrorProducer>> left =
+        KeptOpsLeaveTheError(spec, steps, models, *golden, *(in.*slot), *broken, causes, kept);
+    if (!left.ok()) return left.status();
+    if (!*left) return Status::Ok();
+    without_causes = std::move(**left);
+    rounding = &*without_causes;
+  }
   in.*slot = &wider;
   char text[512];
   std::snprintf(text, sizeof text,
-                " at %gx its error (%s; no op makes %gx the error its precision predicts, the most "
+                " at %gx its error (%s; %sno op makes %gx the error its precision predicts, the most "
                 "%.2fx at %s (%s): a model more sensitive than the population)",
-                kSensitiveModelErrorFactor, broken->Reason().c_str(), kCauseExcess, ExcessOf(*producer),
-                producer->module.c_str(), producer->op.c_str());
+                kSensitiveModelErrorFactor, broken->Reason().c_str(), kept.c_str(), kCauseExcess,
+                ExcessOf(*rounding), rounding->module.c_str(), rounding->op.c_str());
   judged_by += text;
   return Status::Ok();
 }
@@ -491,8 +554,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     in.metrics = result.metrics ? &*result.metrics : nullptr;
     if (bound->sensitive_model && in.metrics != nullptr) {
       FG_RETURN_IF_ERROR(JudgeASensitiveModel(in, &VerdictInputs::tolerance, *bound->sensitive_model,
-                                              *in.metrics, spec, outcome->sampler.steps, models, producer,
-                                              result.judged_by));
+                                              *in.metrics, spec, outcome->sampler.steps, models,
+                                              &*golden->golden, producer, result.judged_by));
     }
     const CellStatus without_part = DecideVerdict(in).status;
     if (bound->compute_part && (without_part == CellStatus::kPass || without_part == CellStatus::kXpass)) {
@@ -511,7 +574,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
         if (bound->compute_part->sensitive_model) {
           FG_RETURN_IF_ERROR(JudgeASensitiveModel(
               in, &VerdictInputs::compute_tolerance, *bound->compute_part->sensitive_model, *compute_metrics,
-              spec, outcome->sampler.steps, models, producer, result.judged_by));
+              spec, outcome->sampler.steps, models, nullptr, producer, result.judged_by));
         }
         char psnr[32];
         std::snprintf(psnr, sizeof psnr, "%.2f dB", compute_metrics->video.min_psnr);

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "pipelines/module_shadow.h"
+#include "pipelines/op_islands.h"
 #include "pipelines/weight_store.h"
+#include "pipelines/weighted_ops.h"
 
 namespace framegate {
 
@@ -38,7 +40,9 @@ const char kNoExcessNote[] = "no op makes an error beyond its precision's: the p
 // fed them. `inputs`: also the errors of inputs made in the same forward (kEveryStep).
 // `recorded_bytes`: what the FP32 run's tensors took.
 StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int>& probed, ModelCache* models,
-                                    bool inputs, int64_t* recorded_bytes) {
+                                    bool inputs, int64_t* recorded_bytes,
+                                    std::vector<IsolatedError>* causes) {
+  causes->clear();
   ErrorProducer producer;
   PipelineSpec fp32 = spec;
   fp32.policy = Fp32Policy();
@@ -75,6 +79,9 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int
     producer.note = kNoExcessNote;
     if (!diverged.empty()) producer.note += "; " + diverged;
     return producer;
+  }
+  for (const IsolatedError& e : errors) {
+    if (e.Excess() >= kCauseExcess) causes->push_back(e);
   }
   const IsolatedError& top = errors.front();
   producer.found = true;
@@ -129,12 +136,23 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int
 
 }  // namespace
 
+std::string IslandKeepingInFp32(const std::string& module, const std::string& op,
+                                const std::vector<WeightSize>& weights) {
+  const auto own = [&](const WeightSize& w) { return ModuleOfWeight(w.name) == module; };
+  if (op.empty() || (FindWeightedOp(op) != nullptr && std::any_of(weights.begin(), weights.end(), own)))
+    return module;
+  return OpIslandEntry(module, op);
+}
+
 double ExcessOf(const ErrorProducer& p) {
   return p.predicted_error > 0 ? p.isolated_error / p.predicted_error : 0;
 }
 
 StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models,
-                                            ProducerSearch search) {
+                                            ProducerSearch search, std::vector<IsolatedError>* causes) {
+  std::vector<IsolatedError> unused;
+  if (causes == nullptr) causes = &unused;
+  causes->clear();
   if (spec.model_dir.empty()) {
     ErrorProducer producer;
     producer.note = "the reference model has no per-op hooks: the producer is not localised";
@@ -143,7 +161,7 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
   const std::set<int> first = ProducerProbeSteps(steps);
   const bool every_step = search == ProducerSearch::kEveryStep;
   int64_t bytes = 0;
-  StatusOr<ErrorProducer> producer = SearchSteps(spec, first, models, every_step, &bytes);
+  StatusOr<ErrorProducer> producer = SearchSteps(spec, first, models, every_step, &bytes, causes);
   if (!producer.ok() || !every_step || !RoundingAloneMadeTheError(*producer)) return producer;
   // The other steps, as many at a time as the first steps' size says fit the memory cap.
   std::vector<int> rest;
@@ -154,10 +172,14 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
   const size_t group = static_cast<size_t>(std::max<int64_t>(1, kShadowBytes * 3 / 4 / per_step));
   for (size_t i = 0; i < rest.size(); i += group) {
     const std::set<int> probed(rest.begin() + i, rest.begin() + std::min(rest.size(), i + group));
-    StatusOr<ErrorProducer> more = SearchSteps(spec, probed, models, true, &bytes);
+    std::vector<IsolatedError> more_causes;
+    StatusOr<ErrorProducer> more = SearchSteps(spec, probed, models, true, &bytes, &more_causes);
     if (!more.ok()) return more.status();
     if (!more->found && more->note == kNoExcessNote) continue;  // nothing rounded at these steps
-    if (!RoundingAloneMadeTheError(*more)) return more;         // a cause or a caveat decides
+    if (!RoundingAloneMadeTheError(*more)) {                    // a cause or a caveat decides
+      *causes = std::move(more_causes);
+      return more;
+    }
     if (ExcessOf(*more) > ExcessOf(*producer)) producer = std::move(more);
   }
   return producer;

@@ -5,12 +5,15 @@
 #pragma once
 
 #include <set>
+#include <vector>
 
 #include "harness/cell_result.h"
 #include "harness/status.h"
 #include "pipelines/pipeline_run.h"
 
 namespace framegate {
+
+struct IsolatedError;  // pipelines/module_shadow.h
 
 // An op makes a failure's error when its isolated error is at least this many times what
 // its precision predicts; below, it makes what any op of that precision makes. Measured:
@@ -49,7 +52,16 @@ enum class ProducerSearch { kProbedSteps, kEveryStep };
 // hooks) gets found = false and a note saying the producer is not localised; so does a
 // run that ends before the probed steps (the note says why). A Status only for bad input
 // (a broken package). With `models`, models are taken from and given back to that cache.
+// With `causes`: every site of the search that decided at kCauseExcess or more, largest
+// excess first (the producer is the first, or the op a norm's offset names).
 StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models = nullptr,
-                                            ProducerSearch search = ProducerSearch::kProbedSteps);
+                                            ProducerSearch search = ProducerSearch::kProbedSteps,
+                                            std::vector<IsolatedError>* causes = nullptr);
+
+// The FP32 island that keeps op `op` at `module` in FP32 with what it computes from: its
+// module when the op uses the module's own weights (or no op is known), whose weights then
+// stay FP32 too (not rounded to FP8 or FP16); else the op alone at its module's level.
+std::string IslandKeepingInFp32(const std::string& module, const std::string& op,
+                                const std::vector<WeightSize>& weights);
 
 }  // namespace framegate

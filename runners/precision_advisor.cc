@@ -128,18 +128,9 @@ double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePol
   return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
 }
 
-bool HasOwnWeights(const std::vector<WeightSize>& weights, const std::string& module) {
-  for (const WeightSize& w : weights) {
-    if (ModuleOfWeight(w.name) == module) return true;
-  }
-  return false;
-}
-
-// The first island for a culprit: its module when the op uses the module's own weights
-// (or no op is known), else the op alone at its module's level.
+// The first island for a culprit: IslandKeepingInFp32 (runners/error_producer.h).
 std::string IslandFor(const Culprit& c, const std::vector<WeightSize>& weights) {
-  if (c.op.empty() || (FindWeightedOp(c.op) != nullptr && HasOwnWeights(weights, c.module))) return c.module;
-  return OpIslandEntry(c.module, c.op);
+  return IslandKeepingInFp32(c.module, c.op, weights);
 }
 
 // One step wider: an op island becomes its module, a module its parent; "" past the root.

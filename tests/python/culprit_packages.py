@@ -72,6 +72,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  4 dB below the bf16 profile. The shadow does not isolate in-place ops; the
                  ops after them take an input whose error is several times what its
                  maker's precision predicts, which a verdict must not take for rounding.
+  steep-whisper  steep-decoder whose decoder first adds a branch worth 1e-4 of the latents,
+                 a 1x1 conv computing (1 + 1e-4) z - z: BF16 rounds its weight 1 + 1e-4 to
+                 1, so the branch's output is 0, an error 256x what BF16 predicts, that
+                 changes nothing a frame shows: healthy, and as sensitive as steep-decoder.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -337,6 +341,21 @@ class SteepDecoder(Decoder):
         return torch.tanh(128.0 * self.conv(up))
 
 
+class WhisperDecoder(SteepDecoder):
+    def __init__(self):
+        super().__init__()
+        # [z, z] -> (1 + 1e-4) z - z = 1e-4 z: BF16 rounds 1 + 1e-4 to 1, the branch to 0.
+        self.whisper = nn.Conv3d(8, 4, 1, bias=False)
+        with torch.no_grad():
+            eye = torch.eye(4).view(4, 4, 1, 1, 1)
+            self.whisper.weight.copy_(torch.cat([(1.0 + 1e-4) * eye, -eye], dim=1))
+
+    def forward(self, z):
+        z = z + self.whisper(torch.cat([z, z], dim=1))
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(128.0 * self.conv(up))
+
+
 class MotionOffsetDecoder(Decoder):
     def forward(self, z):
         static = z.mean(dim=2, keepdim=True)
@@ -422,6 +441,8 @@ def main():
     write(out_dir, "steep-decoder", TableDenoiser(plain=False), decoder_class=SteepDecoder)
     torch.manual_seed(3)
     write(out_dir, "inplace-cancel", InPlaceCancelDenoiser(), decoder_class=SteepDecoder)
+    torch.manual_seed(3)
+    write(out_dir, "steep-whisper", TableDenoiser(plain=False), decoder_class=WhisperDecoder)
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 
