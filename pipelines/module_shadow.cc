@@ -100,6 +100,7 @@ void ModuleShadow::Wrap(GraphObserver* inner, int step) {
   inner_ = inner != nullptr ? inner : &pass_through_;
   step_ = step;
   makers_.clear();  // a norm's input is made in the same forward
+  island_entries_.clear();
   site_calls_.clear();
 }
 
@@ -109,13 +110,16 @@ std::string ModuleShadow::Key(const std::string& path, const std::string& op, ch
   return key + "#" + std::to_string(occurrences_[key]++);
 }
 
-at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor& value,
-                                    GraphObserver& inner) {
-  // An FP16 emulation holds `value` in float32 for FP16 (or keeps it float32).
+at::Tensor ModuleShadow::Substitute(const at::Tensor& recorded, const at::Tensor& value, GraphObserver& inner,
+                                    const c10::ScalarType* entered_as) {
+  // An FP16 emulation holds `value` in float32 for FP16 (or keeps it float32); an
+  // island's input was held in `entered_as` before it entered.
   const bool held_in_half = value.scalar_type() == at::kFloat && inner.HeldDtype(value) == at::kHalf;
-  const c10::ScalarType dtype = held_in_half ? at::kHalf : value.scalar_type();
+  const c10::ScalarType dtype = entered_as != nullptr ? *entered_as
+                                : held_in_half        ? at::kHalf
+                                                      : value.scalar_type();
   at::Tensor out = recorded.to(value.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
-  if (held_in_half) out = out.to(at::kFloat);
+  if (dtype != value.scalar_type()) out = out.to(value.scalar_type());
   inner.HoldLike(out, value);
   return out;
 }
@@ -126,6 +130,21 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (site.kind == GraphSite::Kind::kCopyingView && input_index == 0) {
     const Maker* maker = makers_.Find(value);
     copy_maker_ = maker != nullptr ? *maker : Maker{};
+  }
+  if (site.kind == GraphSite::Kind::kModuleCall) {
+    const at::Tensor entered = inner.Before(path, site, input_index, value);
+    if (mode_ == Mode::kCompare && entered.defined() && value.defined() && !entered.is_same(value) &&
+        entered.scalar_type() == at::kFloat) {
+      // A call into an FP32 island hands it a float32 copy of a value the run holds
+      // rounded: the island's ops take that rounding (and whatever was done to the value)
+      // with it, so they are fed the FP32 recording rounded alike, and the copy keeps its
+      // maker for the made-input check.
+      const c10::ScalarType held =
+          value.scalar_type() == at::kFloat ? inner.HeldDtype(value) : value.scalar_type();
+      if (held != at::kFloat) island_entries_.Put(entered, held);
+      if (const Maker* maker = makers_.Find(value); maker != nullptr) makers_.Put(entered, *maker);
+    }
+    return entered;
   }
   // An in-place op's input 0 is not hooked, so its result is not its own error alone.
   if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(value)) {
@@ -172,9 +191,11 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     if (std::isfinite(error) && error / maker->predicted > worst_made_input_.excess)
       worst_made_input_ = {error / maker->predicted, SiteName(path, site.op), error};
   }
-  const at::Tensor fed = Substitute(recorded->second, value, inner);
+  const c10::ScalarType* entered_as = island_entries_.Find(value);
+  const at::Tensor fed = Substitute(recorded->second, value, inner, entered_as);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
-  sums.input_roundoff = std::max(sums.input_roundoff, UnitRoundoff(inner.HeldDtype(fed)));
+  sums.input_roundoff =
+      std::max(sums.input_roundoff, UnitRoundoff(entered_as != nullptr ? *entered_as : inner.HeldDtype(fed)));
   return inner.Before(path, site, input_index, fed);
 }
 

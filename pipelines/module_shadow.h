@@ -8,6 +8,11 @@
 //      to it, or rounded through float16 where FP16 emulation would hold the value in
 //      FP16: GraphObserver::HeldDtype), and its output is compared with the recorded FP32 output. That is
 //      the op's isolated error: what the op makes from exact inputs, not what it carries.
+// An op inside a module kept in FP32 (an island) whose input entered that module as a
+// float32 copy of a value the run holds rounded (bf16, or float16 under FP16 emulation) is
+// fed the FP32 recording rounded alike, and predicted that rounding: the island takes the
+// rounding (and whatever was done to the value before) with it. The copy keeps its
+// value's maker for the made-input check.
 // Weights are not replaced (the weight operand of a weighted op, and a leaf that requires
 // grad: a parameter), so a weight storage error belongs to the op that uses it. Other
 // parameter operands (a bias, a norm's affine) of a package saved without requires_grad
@@ -175,8 +180,10 @@ class ModuleShadow : public GraphObserver {
   // The site of the call of `op` at `path` that is under way ("path\top\tk": the k-th call
   // of that pair in this forward); `upcoming`: before its outputs (they count the call).
   std::string SiteKey(const std::string& path, const std::string& op, bool upcoming) const;
-  // The recorded FP32 `recorded` in place of `value`, held as `inner` holds `value`.
-  static at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value, GraphObserver& inner);
+  // The recorded FP32 `recorded` in place of `value`, held as `inner` holds `value`, or
+  // rounded to `entered_as` first when `value` entered an FP32 island held in that dtype.
+  static at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value, GraphObserver& inner,
+                               const c10::ScalarType* entered_as);
   void RecordNormInput(const std::string& path, const GraphSite& site, const at::Tensor& value);
   void Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
                const at::Tensor& value);
@@ -204,7 +211,10 @@ class ModuleShadow : public GraphObserver {
     double predicted = 0;  // its PredictedError when made inputs are measured, else 0
   };
   StorageMap<Maker> makers_;  // storage -> the op that last wrote it
-  Maker copy_maker_;          // the maker of a copying view's input
+  // kCompare: storage of a float32 copy an FP32 island was handed -> the dtype the run
+  // held the value in outside it (bf16; float16 under FP16 emulation)
+  StorageMap<c10::ScalarType> island_entries_;
+  Maker copy_maker_;  // the maker of a copying view's input
   bool measure_made_inputs_ = false;
   MadeInput worst_made_input_;  // kCompare
 };

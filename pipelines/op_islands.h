@@ -64,7 +64,10 @@ class IslandObserver : public GraphObserver {
                     const at::Tensor& value) override;
   at::Tensor After(const std::string& path, const GraphSite& site, int output_index,
                    const at::Tensor& value) override;
-  c10::ScalarType HeldDtype(const at::Tensor& value) const override { return inner_.HeldDtype(value); }
+  // An island output is held in float32 until a consumer outside the islands takes it.
+  c10::ScalarType HeldDtype(const at::Tensor& value) const override {
+    return active_ && IsIslandOutput(value) ? at::kFloat : inner_.HeldDtype(value);
+  }
   // A stand-in for an island output (a shadow's recorded FP32 input) is one too: the
   // consumer outside the islands casts it as it would the output.
   void HoldLike(const at::Tensor& replacement, const at::Tensor& value) override {

@@ -76,6 +76,16 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  a 1x1 conv computing (1 + 1e-4) z - z: BF16 rounds its weight 1 + 1e-4 to
                  1, so the branch's output is 0, an error 256x what BF16 predicts, that
                  changes nothing a frame shows: healthy, and as sensitive as steep-decoder.
+  unshift        buffer-table's denoiser; the decoder adds 512 to the latents and a 1x1 conv
+                 module (identity, bias -512) takes it out: BF16 rounds the sum to a grid of
+                 2, frames about 3 dB below the bf16 profile. Kept in FP32, the conv's
+                 module still takes the rounded sum: the defect stays, and the search must
+                 see it in that island as it does outside it.
+  inplace-whisper conv_in's output gets `h += 64; h -= 64` in place, then goes into a
+                 module whose forward also holds a whisper branch (a conv on its own
+                 weights [(1 + 1e-4) I, -I], 256x): kept in FP32 for the whisper, the
+                 module takes the damaged input, which the made-input check must still
+                 see.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -356,6 +366,58 @@ class WhisperDecoder(SteepDecoder):
         return torch.tanh(128.0 * self.conv(up))
 
 
+class Unshift(nn.Module):
+    def __init__(self, offset):
+        super().__init__()
+        self.conv = nn.Conv3d(4, 4, 1)
+        with torch.no_grad():
+            self.conv.weight.copy_(torch.eye(4).view(4, 4, 1, 1, 1))
+            self.conv.bias.fill_(-offset)
+
+    def forward(self, h):
+        return self.conv(h)
+
+
+class UnshiftDecoder(Decoder):
+    def __init__(self):
+        super().__init__()
+        self.unshift = Unshift(512.0)
+
+    def forward(self, z):
+        h = self.unshift(z + 512.0)
+        up = torch.nn.functional.interpolate(h, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(self.conv(up))
+
+
+class WhisperBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 10, 1, 1, 1) / 10 ** 0.5)
+        self.b = nn.Parameter(torch.zeros(4))
+        eye = torch.eye(4).view(4, 4, 1, 1, 1)
+        self.ww = nn.Parameter(torch.cat([(1.0 + 1e-4) * eye, -eye], dim=1))
+
+    def forward(self, h, pos):
+        h = torch.cat([h, pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        h4 = h[:, :4]
+        whisper = torch.nn.functional.conv3d(torch.cat([h4, h4], dim=1), self.ww)
+        return torch.nn.functional.conv3d(h, self.w, self.b) + whisper
+
+
+class InPlaceWhisperDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.register_buffer("pos", torch.randn(1, 2, 2, 8, 8))
+        self.blk = WhisperBlock()
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        h += 64.0
+        h -= 64.0
+        return self.blk(h, self.pos)
+
+
 class MotionOffsetDecoder(Decoder):
     def forward(self, z):
         static = z.mean(dim=2, keepdim=True)
@@ -443,6 +505,10 @@ def main():
     write(out_dir, "inplace-cancel", InPlaceCancelDenoiser(), decoder_class=SteepDecoder)
     torch.manual_seed(3)
     write(out_dir, "steep-whisper", TableDenoiser(plain=False), decoder_class=WhisperDecoder)
+    torch.manual_seed(3)
+    write(out_dir, "unshift", TableDenoiser(plain=False), decoder_class=UnshiftDecoder)
+    torch.manual_seed(3)
+    write(out_dir, "inplace-whisper", InPlaceWhisperDenoiser())
     torch.manual_seed(3)
     write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
 

@@ -52,7 +52,7 @@ def packages(tmp_path_factory):
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
                  "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder", "inplace-cancel",
-                 "steep-whisper"):
+                 "steep-whisper", "unshift", "inplace-whisper"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -348,6 +348,16 @@ def test_a_model_more_sensitive_than_the_population_passes_where_only_rounding_m
                "leave min_psnr at " in cell["judged_by"], cell["judged_by"]
         assert "they do not make it; then no op makes 2x" in cell["judged_by"], cell["judged_by"]
         assert cell["producer"]["module"] == "decoder.whisper", cell["producer"]
+    # unshift and inplace-whisper: defects in the band whose op at 2x, kept in FP32, keeps the
+    # error (a conv module cancelling an offset rounded before it; an in-place cancellation
+    # entering a module that a whisper branch names). The island takes the damaged input
+    # as the run does: the search of that run still finds it.
+    for name in ("unshift", "inplace-whisper"):
+        r = run("check", "--model", packages / name, "--policy", "bf16", "--golden-dir", packages / "goldens",
+                "--json", out)
+        assert r.returncode == 1, r.stdout + r.stderr
+        [cell] = json.loads(out.read_text())["cells"]
+        assert cell["status"] == "FAIL" and cell["judged_by"] == "profile bf16", (name, cell)
     # drift-norm under FP16 fails by 2 dB, within the 2x band, but a norm cancels an offset
     # its parent adds: the error is made, not rounding's; it still fails.
     r = run("check", "--model", packages / "drift-norm", "--policy", "fp16-emulated", "--golden-dir",
