@@ -351,14 +351,19 @@ class SteepDecoder(Decoder):
         return torch.tanh(128.0 * self.conv(up))
 
 
+def whisper_weight():
+    """A 1x1 conv's weight from [z, z] (8 channels) to (1 + 1e-4) z - z = 1e-4 z (4)."""
+    eye = torch.eye(4).view(4, 4, 1, 1, 1)
+    return torch.cat([(1.0 + 1e-4) * eye, -eye], dim=1)
+
+
 class WhisperDecoder(SteepDecoder):
     def __init__(self):
         super().__init__()
         # [z, z] -> (1 + 1e-4) z - z = 1e-4 z: BF16 rounds 1 + 1e-4 to 1, the branch to 0.
         self.whisper = nn.Conv3d(8, 4, 1, bias=False)
         with torch.no_grad():
-            eye = torch.eye(4).view(4, 4, 1, 1, 1)
-            self.whisper.weight.copy_(torch.cat([(1.0 + 1e-4) * eye, -eye], dim=1))
+            self.whisper.weight.copy_(whisper_weight())
 
     def forward(self, z):
         z = z + self.whisper(torch.cat([z, z], dim=1))
@@ -394,8 +399,7 @@ class WhisperBlock(nn.Module):
         super().__init__()
         self.w = nn.Parameter(torch.randn(4, 10, 1, 1, 1) / 10 ** 0.5)
         self.b = nn.Parameter(torch.zeros(4))
-        eye = torch.eye(4).view(4, 4, 1, 1, 1)
-        self.ww = nn.Parameter(torch.cat([(1.0 + 1e-4) * eye, -eye], dim=1))
+        self.ww = nn.Parameter(whisper_weight())
 
     def forward(self, h, pos):
         h = torch.cat([h, pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
@@ -469,48 +473,37 @@ def write(out_dir, name, denoiser, traced=False, frozen=False, decoder_class=Non
         f.write(MANIFEST.format(name=name))
 
 
+# (weight seed, name, denoiser, write()'s keywords), written in this order: each seed is
+# set before its denoiser is built.
+PACKAGES = [
+    (3, "cancel-shift", CancelDenoiser, {}),
+    (5, "root-logits", RootLogitsDenoiser, {}),
+    (11, "drift-norm", DriftNormDenoiser, {}),
+    (11, "token-shift", TokenShiftDenoiser, dict(traced=True)),
+    (5, "named-tuple", NamedTupleDenoiser, {}),
+    (3, "plain-table", lambda: TableDenoiser(plain=True), {}),
+    (3, "buffer-table", lambda: TableDenoiser(plain=False), {}),
+    (3, "baked-table", BakedTableDenoiser, dict(traced=True)),
+    (3, "float32-mask", Float32MaskDenoiser, {}),
+    (3, "inplace-sum", InPlaceSumDenoiser, {}),
+    (3, "offset-motion", lambda: TableDenoiser(plain=False), dict(decoder_class=MotionOffsetDecoder)),
+    (3, "trunk-bias", lambda: TableDenoiser(plain=False), dict(decoder_class=TrunkBiasDecoder)),
+    (3, "float32-eps", Float32EpsDenoiser, {}),
+    (3, "complex-rotate", ComplexRotateDenoiser, {}),
+    (3, "steep-decoder", lambda: TableDenoiser(plain=False), dict(decoder_class=SteepDecoder)),
+    (3, "inplace-cancel", InPlaceCancelDenoiser, dict(decoder_class=SteepDecoder)),
+    (3, "steep-whisper", lambda: TableDenoiser(plain=False), dict(decoder_class=WhisperDecoder)),
+    (3, "unshift", lambda: TableDenoiser(plain=False), dict(decoder_class=UnshiftDecoder)),
+    (3, "inplace-whisper", InPlaceWhisperDenoiser, {}),
+    (3, "frozen-table", lambda: TableDenoiser(plain=False), dict(frozen=True)),
+]
+
+
 def main():
     out_dir = sys.argv[1]
-    torch.manual_seed(3)
-    write(out_dir, "cancel-shift", CancelDenoiser())
-    torch.manual_seed(5)
-    write(out_dir, "root-logits", RootLogitsDenoiser())
-    torch.manual_seed(11)
-    write(out_dir, "drift-norm", DriftNormDenoiser())
-    torch.manual_seed(11)
-    write(out_dir, "token-shift", TokenShiftDenoiser(), traced=True)
-    torch.manual_seed(5)
-    write(out_dir, "named-tuple", NamedTupleDenoiser())
-    torch.manual_seed(3)
-    write(out_dir, "plain-table", TableDenoiser(plain=True))
-    torch.manual_seed(3)
-    write(out_dir, "buffer-table", TableDenoiser(plain=False))
-    torch.manual_seed(3)
-    write(out_dir, "baked-table", BakedTableDenoiser(), traced=True)
-    torch.manual_seed(3)
-    write(out_dir, "float32-mask", Float32MaskDenoiser())
-    torch.manual_seed(3)
-    write(out_dir, "inplace-sum", InPlaceSumDenoiser())
-    torch.manual_seed(3)
-    write(out_dir, "offset-motion", TableDenoiser(plain=False), decoder_class=MotionOffsetDecoder)
-    torch.manual_seed(3)
-    write(out_dir, "trunk-bias", TableDenoiser(plain=False), decoder_class=TrunkBiasDecoder)
-    torch.manual_seed(3)
-    write(out_dir, "float32-eps", Float32EpsDenoiser())
-    torch.manual_seed(3)
-    write(out_dir, "complex-rotate", ComplexRotateDenoiser())
-    torch.manual_seed(3)
-    write(out_dir, "steep-decoder", TableDenoiser(plain=False), decoder_class=SteepDecoder)
-    torch.manual_seed(3)
-    write(out_dir, "inplace-cancel", InPlaceCancelDenoiser(), decoder_class=SteepDecoder)
-    torch.manual_seed(3)
-    write(out_dir, "steep-whisper", TableDenoiser(plain=False), decoder_class=WhisperDecoder)
-    torch.manual_seed(3)
-    write(out_dir, "unshift", TableDenoiser(plain=False), decoder_class=UnshiftDecoder)
-    torch.manual_seed(3)
-    write(out_dir, "inplace-whisper", InPlaceWhisperDenoiser())
-    torch.manual_seed(3)
-    write(out_dir, "frozen-table", TableDenoiser(plain=False), frozen=True)
+    for seed, name, denoiser, keywords in PACKAGES:
+        torch.manual_seed(seed)
+        write(out_dir, name, denoiser(), **keywords)
 
 
 if __name__ == "__main__":
