@@ -342,15 +342,17 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(const PipelineSpec& 
 
 // A cell that breaks the population profile `in.*slot` (the whole error's or the compute
 // part's) but not `wider`, that profile at kSensitiveModelErrorFactor times its error
-// (runners/cell_bound.h): its producer is located (once, into `producer`), and when
-// rounding alone made the error, `in.*slot` is `wider` and `judged_by` says why. With
-// `golden` (the whole error's slot), ops the search names as causes are first kept in FP32
-// by one more run (KeptOpsLeaveTheError): when they do not make the error, rounding alone
-// is asked of that run.
+// (runners/cell_bound.h): its producer is located (once, into `producer`; against
+// `reference` for a compute part: its ops predicted their compute dtype's rounding, not
+// their FP8 weights'), and when rounding alone made the error, `in.*slot` is `wider` and
+// `judged_by` says why. With `golden` (the whole error's slot), ops the search names as
+// causes are first kept in FP32 by one more run (KeptOpsLeaveTheError): when they do not
+// make the error, rounding alone is asked of that run.
 Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictInputs::*slot,
                             const ToleranceProfile& wider, const ComparisonMetrics& metrics,
                             const PipelineSpec& spec, int steps, ModelCache* models, const Golden* golden,
-                            std::optional<ErrorProducer>& producer, std::string& judged_by) {
+                            const DtypePolicy* reference, std::optional<ErrorProducer>& producer,
+                            std::string& judged_by) {
   VerdictInputs plain = in;
   plain.expected_to_fail = false;
   if (DecideVerdict(plain).status != CellStatus::kFail) return Status::Ok();
@@ -360,7 +362,7 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   std::vector<IsolatedError> causes;
   if (!producer) {
     StatusOr<ErrorProducer> located =
-        LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes);
+        LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes, reference);
     if (!located.ok()) return located.status();
     producer = *located;
   }
@@ -494,8 +496,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string kernel_note;   // what the kernel fallbacks changed
   std::string fp64_missing;  // --fp64-ref: why the FP64 reference gave no ratio
   std::optional<ComparisonMetrics> compute_metrics;
-  std::string compute_note;               // the compute part's figure, or why it was not judged
-  std::optional<ErrorProducer> producer;  // when located before the verdict
+  std::string compute_note;                       // the compute part's figure, or why it was not judged
+  std::optional<ErrorProducer> producer;          // when located before the verdict
+  std::optional<ErrorProducer> compute_producer;  // the compute part's, against its reference
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
@@ -555,7 +558,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     if (bound->sensitive_model && in.metrics != nullptr) {
       FG_RETURN_IF_ERROR(JudgeASensitiveModel(in, &VerdictInputs::tolerance, *bound->sensitive_model,
                                               *in.metrics, spec, outcome->sampler.steps, models,
-                                              &*golden->golden, producer, result.judged_by));
+                                              &*golden->golden, nullptr, producer, result.judged_by));
     }
     const CellStatus without_part = DecideVerdict(in).status;
     if (bound->compute_part && (without_part == CellStatus::kPass || without_part == CellStatus::kXpass)) {
@@ -574,7 +577,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
         if (bound->compute_part->sensitive_model) {
           FG_RETURN_IF_ERROR(JudgeASensitiveModel(
               in, &VerdictInputs::compute_tolerance, *bound->compute_part->sensitive_model, *compute_metrics,
-              spec, outcome->sampler.steps, models, nullptr, producer, result.judged_by));
+              spec, outcome->sampler.steps, models, nullptr, &bound->compute_part->reference,
+              compute_producer, result.judged_by));
         }
         char psnr[32];
         std::snprintf(psnr, sizeof psnr, "%.2f dB", compute_metrics->video.min_psnr);
@@ -618,10 +622,17 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       result.error_class.clear();
     }
   }
-  if (producer) {
+  // A failure found after the compute part was judged is the compute part's: its producer
+  // is searched against the compute part's reference.
+  const bool compute_part_failed = in.compute_metrics != nullptr && IsFailure(result.status);
+  if (compute_producer && (compute_part_failed || !producer)) {
+    result.producer = *compute_producer;
+  } else if (producer && !compute_part_failed) {
     result.producer = *producer;
   } else if (result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames) {
-    StatusOr<ErrorProducer> located = LocateErrorProducer(spec, outcome->sampler.steps, models);
+    StatusOr<ErrorProducer> located =
+        LocateErrorProducer(spec, outcome->sampler.steps, models, ProducerSearch::kProbedSteps, nullptr,
+                            compute_part_failed ? &bound->compute_part->reference : nullptr);
     if (!located.ok()) return located.status();
     result.producer = *located;
   }

@@ -36,27 +36,32 @@ namespace {
 constexpr int64_t kShadowBytes = int64_t{1} << 30;
 const char kNoExcessNote[] = "no op makes an error beyond its precision's: the producer is not localised";
 
-// One search over the steps `probed`: an FP32 run recording them, a run under the policy
-// fed them. `inputs`: also the errors of inputs made in the same forward (kEveryStep).
-// `recorded_bytes`: what the FP32 run's tensors took.
-StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const std::set<int>& probed, ModelCache* models,
-                                    bool inputs, int64_t* recorded_bytes,
-                                    std::vector<IsolatedError>* causes) {
+// One search over the steps `probed`: a run under `reference` (FP32, or a compute part's
+// reference) recording them, a run under the policy fed them. `inputs`: also the errors of
+// inputs made in the same forward (kEveryStep). `recorded_bytes`: what the recorded run's
+// tensors took.
+StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy& reference,
+                                    const std::set<int>& probed, ModelCache* models, bool inputs,
+                                    int64_t* recorded_bytes, std::vector<IsolatedError>* causes) {
   causes->clear();
   ErrorProducer producer;
-  PipelineSpec fp32 = spec;
-  fp32.policy = Fp32Policy();
-  ModuleShadow recorded(ModuleShadow::Mode::kRecord, probed, fp32.policy, nullptr, kShadowBytes);
+  PipelineSpec recorded_spec = spec;
+  recorded_spec.policy = reference;
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, probed, reference, nullptr, kShadowBytes);
   {
     const ModuleShadow::ActiveScope scope(recorded);
-    StatusOr<PipelineOutcome> run = RunPipeline(fp32, nullptr, nullptr, models);
+    StatusOr<PipelineOutcome> run = RunPipeline(recorded_spec, nullptr, nullptr, models);
     if (!run.ok()) return run.status();
     if (run->kind != RunEnd::kFinished) {
-      producer.note = "the FP32 run did not finish: the producer is not localised";
+      const std::string name = reference.name == Fp32Policy().name ? "FP32" : reference.name;
+      producer.note = "the " + name + " run did not finish: the producer is not localised";
       return producer;
     }
   }
-  ModuleShadow compared(ModuleShadow::Mode::kCompare, probed, spec.policy, &recorded);
+  // Weights stored alike in both runs round alike: only the compute dtype is predicted.
+  DtypePolicy predicted = spec.policy;
+  if (reference.storage == spec.policy.storage) predicted.storage = WeightStorage::kFloat32;
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, probed, predicted, &recorded);
   if (inputs) compared.MeasureMadeInputs();
   {
     const ModuleShadow::ActiveScope scope(compared);
@@ -149,7 +154,9 @@ double ExcessOf(const ErrorProducer& p) {
 }
 
 StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models,
-                                            ProducerSearch search, std::vector<IsolatedError>* causes) {
+                                            ProducerSearch search, std::vector<IsolatedError>* causes,
+                                            const DtypePolicy* reference) {
+  const DtypePolicy recorded_under = reference != nullptr ? *reference : Fp32Policy();
   std::vector<IsolatedError> unused;
   if (causes == nullptr) causes = &unused;
   causes->clear();
@@ -161,7 +168,8 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
   const std::set<int> first = ProducerProbeSteps(steps);
   const bool every_step = search == ProducerSearch::kEveryStep;
   int64_t bytes = 0;
-  StatusOr<ErrorProducer> producer = SearchSteps(spec, first, models, every_step, &bytes, causes);
+  StatusOr<ErrorProducer> producer =
+      SearchSteps(spec, recorded_under, first, models, every_step, &bytes, causes);
   if (!producer.ok() || !every_step || !RoundingAloneMadeTheError(*producer)) return producer;
   // The other steps, as many at a time as the first steps' size says fit the memory cap.
   std::vector<int> rest;
@@ -173,7 +181,8 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
   for (size_t i = 0; i < rest.size(); i += group) {
     const std::set<int> probed(rest.begin() + i, rest.begin() + std::min(rest.size(), i + group));
     std::vector<IsolatedError> more_causes;
-    StatusOr<ErrorProducer> more = SearchSteps(spec, probed, models, true, &bytes, &more_causes);
+    StatusOr<ErrorProducer> more =
+        SearchSteps(spec, recorded_under, probed, models, true, &bytes, &more_causes);
     if (!more.ok()) return more.status();
     if (!more->found && more->note == kNoExcessNote) continue;  // nothing rounded at these steps
     if (!RoundingAloneMadeTheError(*more)) {                    // a cause or a caveat decides

@@ -54,9 +54,13 @@ enum class ProducerSearch { kProbedSteps, kEveryStep };
 // (a broken package). With `models`, models are taken from and given back to that cache.
 // With `causes`: every site of the search that decided at kCauseExcess or more, largest
 // excess first (the producer is the first, or the op a norm's offset names).
+// With `reference`, the recorded run is under that policy instead of FP32: a compute
+// part's (runners/cell_bound.h: the same FP8 weights computed in FP32), so that each op is
+// predicted what its compute dtype alone makes, not its FP8 storage's 2^-3 or 2^-2.
 StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps, ModelCache* models = nullptr,
                                             ProducerSearch search = ProducerSearch::kProbedSteps,
-                                            std::vector<IsolatedError>* causes = nullptr);
+                                            std::vector<IsolatedError>* causes = nullptr,
+                                            const DtypePolicy* reference = nullptr);
 
 // The FP32 island that keeps op `op` at `module` in FP32 with what it computes from: its
 // module when the op uses the module's own weights (or no op is known), whose weights then

@@ -52,7 +52,7 @@ def packages(tmp_path_factory):
     subprocess.run([sys.executable, str(MAKE), str(root)], check=True, capture_output=True, timeout=300)
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
                  "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder", "inplace-cancel",
-                 "steep-whisper", "unshift", "inplace-whisper"):
+                 "steep-whisper", "unshift", "inplace-whisper", "fp8-cancel"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -377,3 +377,22 @@ def test_a_model_more_sensitive_than_the_population_passes_where_only_rounding_m
     assert cell["metrics"]["min_psnr"] > 26.8 - 6.03, cell["metrics"]  # within the 2x band
     assert "takes an input with an error of" in cell["producer"]["note"], cell["producer"]
     assert "what the precision of the op that made it predicts" in cell["producer"]["note"]
+
+
+def test_an_fp8_cells_compute_part_is_searched_against_its_fp8_weights_computed_in_fp32(packages, tmp_path):
+    # fp8-cancel: a conv cancelling an offset rounded in BF16 before it. The whole error
+    # passes the FP8 profile; the compute part (against the same FP8 weights computed in
+    # FP32) fails bf16's. Measured against the FP32 run, the conv's weights would be
+    # predicted FP8 storage's 2^-3, more than twice its error: the search is against the compute
+    # part's reference, where each op is predicted what BF16 makes (2^-8), and names it.
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "fp8-cancel", "--policy", "fp8e4m3-bf16", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "FAIL" and cell["reason"].startswith("compute part: min_psnr "), cell
+    assert "at 2x its error" not in cell["judged_by"], cell["judged_by"]
+    producer = cell["producer"]
+    assert (producer["module"], producer["op"]) == ("decoder.cancel", "aten::conv3d"), producer
+    assert producer["predicted_error"] == 2.0 ** -8, producer
+    assert producer["isolated_error"] >= 2 * producer["predicted_error"], producer
