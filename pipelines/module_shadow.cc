@@ -194,6 +194,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   const c10::ScalarType* entered_as = island_entries_.Find(value);
   const at::Tensor fed = Substitute(recorded->second, value, inner, entered_as);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
+  if (const Maker* maker = makers_.Find(value); maker != nullptr && sums.input_maker.empty())
+    sums.input_maker = maker->site;
   sums.input_roundoff =
       std::max(sums.input_roundoff, UnitRoundoff(entered_as != nullptr ? *entered_as : inner.HeldDtype(fed)));
   return inner.Before(path, site, input_index, fed);
@@ -302,13 +304,11 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
                                  : 0.0;
     e.saturated_weight = sums.saturated_weight;
     const auto norm = reference_->norm_inputs_.find(name);
-    if (norm != reference_->norm_inputs_.end()) {
-      e.input_offset = norm->second.offset;
-      const size_t maker_tab = norm->second.maker.find('\t');
-      if (maker_tab != std::string::npos) {
-        e.input_maker_module = norm->second.maker.substr(0, maker_tab);
-        e.input_maker_op = norm->second.maker.substr(maker_tab + 1);
-      }
+    if (norm != reference_->norm_inputs_.end()) e.input_offset = norm->second.offset;
+    const std::string& maker = norm != reference_->norm_inputs_.end() ? norm->second.maker : sums.input_maker;
+    if (const size_t maker_tab = maker.find('\t'); maker_tab != std::string::npos) {
+      e.input_maker_module = maker.substr(0, maker_tab);
+      e.input_maker_op = maker.substr(maker_tab + 1);
     }
     // A norm that cancels its input's offset returns the compute's rounding of that input
     // at offset x its precision: judged against the compute's precision, not against its

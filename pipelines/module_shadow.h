@@ -69,7 +69,8 @@ struct IsolatedError {
   double saturated_weight = 0;
   // A norm site: its FP32 input's offset ratio (rms / std, largest over the probed calls)
   // and the op that made that input ("decoder.out_mix", "aten::add"; empty when not
-  // observed); 0 and empty for other sites.
+  // observed). Other sites: offset 0, and the op that made their first input made by an
+  // op, in the run under the policy (empty when none).
   double input_offset = 0;
   std::string input_maker_module, input_maker_op;
   // error / predicted; +inf when the output was non-finite or the weights saturate
@@ -171,6 +172,7 @@ class ModuleShadow : public GraphObserver {
     // The unit roundoff of the dtype its inputs were fed in: an op in FP32 (an island)
     // fed from outside its island takes them rounded to the policy's dtype.
     double input_roundoff = 0;
+    std::string input_maker;  // "path\top": IsolatedError::input_maker_* (kCompare)
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
     double offset = 0;

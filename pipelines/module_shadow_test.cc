@@ -99,6 +99,9 @@ TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
   EXPECT_EQ(errors.front().op, "aten::sub");
   EXPECT_DOUBLE_EQ(errors.front().predicted, std::ldexp(1.0, -11));
   EXPECT_GT(errors.front().Excess(), 50);
+  // What made the subtraction's input, whose rounding it cancels: the add before it.
+  EXPECT_EQ(errors.front().input_maker_module, "m.second");
+  EXPECT_EQ(errors.front().input_maker_op, "aten::add");
   for (const IsolatedError& e : errors) {  // the carriers are within a few roundoffs
     if (e.module == "m.third" || e.module == "m.first") {
       EXPECT_LT(e.Excess(), 4) << e.module << " " << e.op;

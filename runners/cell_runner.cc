@@ -295,18 +295,18 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
-// Whether the ops of `causes` (a search's, at kCauseExcess or more) do not make the error
-// that breaks `broken`'s bound of `profile`: one run of the cell with each kept in FP32
-// (IslandKeepingInFp32) still breaks `profile`, with at least kNamedOpsErrorShare of that
-// error. Then the every-step search of that run when it shows rounding alone, with `kept`
-// saying what the run showed; nullopt otherwise. A cause that saturates FP8 weights or
-// makes a non-finite value is one whatever its share.
-StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(const PipelineSpec& spec, int steps,
-                                                            ModelCache* models, const Golden& golden,
-                                                            const ToleranceProfile& profile,
-                                                            const ToleranceViolation& broken,
-                                                            const std::vector<IsolatedError>& causes,
-                                                            std::string& kept) {
+// Whether the ops of `causes` (a search's: at kCauseExcess or more, or cancelling sums)
+// do not make the error that breaks `broken`'s bound of `profile` against `golden`: one
+// run of the cell with each kept in FP32 (IslandKeepingInFp32; a cancelling sum with the op
+// that made its input, whose rounding it cancels) still breaks `profile`, with at least
+// kNamedOpsErrorShare of that error. Then the every-step search of that run (against
+// `reference` with the same islands, for a compute part) when it shows rounding alone, with
+// `kept` saying what the run showed; nullopt otherwise. A cause that saturates FP8 weights
+// or makes a non-finite value is one whatever its share.
+StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
+    const PipelineSpec& spec, int steps, ModelCache* models, const Golden& golden,
+    const DtypePolicy* reference, const ToleranceProfile& profile, const ToleranceViolation& broken,
+    const std::vector<IsolatedError>& causes, std::string& kept) {
   const auto defect = [](const IsolatedError& c) { return !std::isfinite(c.Excess()); };
   if (causes.empty() || std::any_of(causes.begin(), causes.end(), defect))
     return std::optional<ErrorProducer>();
@@ -314,9 +314,16 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(const PipelineSpec& 
   if (!weights.ok()) return weights.status();
   PipelineSpec without = spec;
   std::vector<std::string>& islands = without.policy.fp32_modules;
-  for (const IsolatedError& c : causes) {
-    const std::string island = IslandKeepingInFp32(c.module, c.op, *weights);
+  const auto keep = [&](const std::string& module, const std::string& op) {
+    const std::string island = IslandKeepingInFp32(module, op, *weights);
     if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+  };
+  size_t sums = 0;  // cancelling sums below kCauseExcess
+  for (const IsolatedError& c : causes) {
+    keep(c.module, c.op);
+    if (!IsCancellingSum(c)) continue;
+    if (!c.input_maker_module.empty()) keep(c.input_maker_module, c.input_maker_op);
+    if (c.Excess() < kCauseExcess) ++sums;
   }
   StatusOr<PipelineOutcome> run = RunPipeline(without, nullptr, nullptr, models);
   if (!run.ok()) return run.status();
@@ -326,16 +333,30 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(const PipelineSpec& 
   const double share = ErrorOf(broken.bound, value) / ErrorOf(broken.bound, broken.value);
   if (!FirstViolation(profile, metrics) || !(share >= kNamedOpsErrorShare))
     return std::optional<ErrorProducer>();
-  StatusOr<ErrorProducer> search = LocateErrorProducer(without, steps, models, ProducerSearch::kEveryStep);
+  std::optional<DtypePolicy> kept_reference;
+  if (reference != nullptr) {
+    kept_reference = *reference;
+    kept_reference->fp32_modules = islands;
+  }
+  StatusOr<ErrorProducer> search = LocateErrorProducer(without, steps, models, ProducerSearch::kEveryStep,
+                                                       nullptr, kept_reference ? &*kept_reference : nullptr);
   if (!search.ok()) return search.status();
   if (!RoundingAloneMadeTheError(*search)) return std::optional<ErrorProducer>();
-  char text[512];
-  std::snprintf(
-      text, sizeof text,
-      "the %zu op%s at %gx or more, the most %.2fx at %s (%s), kept in FP32 leave %s at %g (%.2f of "
-      "the error): they do not make it; then ",
-      causes.size(), causes.size() == 1 ? "" : "s", kCauseExcess, causes.front().Excess(),
-      causes.front().module.c_str(), causes.front().op.c_str(), broken.bound.metric.c_str(), value, share);
+  char what[160];
+  if (sums == 0) {
+    std::snprintf(what, sizeof what, "the %zu op%s at %gx or more", causes.size(),
+                  causes.size() == 1 ? "" : "s", kCauseExcess);
+  } else {
+    std::snprintf(what, sizeof what,
+                  "the %zu op%s at %gx or more, or sums cancelling at %gx with their inputs' makers",
+                  causes.size(), causes.size() == 1 ? "" : "s", kCauseExcess, kCancellingSumExcess);
+  }
+  char text[640];
+  std::snprintf(text, sizeof text,
+                "%s, the most %.2fx at %s (%s), kept in FP32 leave %s at %g (%.2f of the error): they do not "
+                "make it; then ",
+                what, causes.front().Excess(), causes.front().module.c_str(), causes.front().op.c_str(),
+                broken.bound.metric.c_str(), value, share);
   kept = text;
   return std::optional<ErrorProducer>(std::move(*search));
 }
@@ -345,12 +366,14 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(const PipelineSpec& 
 // (runners/cell_bound.h): its producer is located (once, into `producer`; against
 // `reference` for a compute part: its ops predicted their compute dtype's rounding, not
 // their FP8 weights'), and when rounding alone made the error, `in.*slot` is `wider` and
-// `judged_by` says why. With `golden` (the whole error's slot), ops the search names as
-// causes are first kept in FP32 by one more run (KeptOpsLeaveTheError): when they do not
-// make the error, rounding alone is asked of that run.
+// `judged_by` says why. Ops the search names as causes (at kCauseExcess, or cancelling
+// sums; a compute part's: cancelling sums only) are first kept in FP32 by one more run
+// compared with `golden` (the FP32 golden, or the compute part's reference frames)
+// (KeptOpsLeaveTheError): when they do not make the error, rounding alone is asked of that
+// run.
 Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictInputs::*slot,
                             const ToleranceProfile& wider, const ComparisonMetrics& metrics,
-                            const PipelineSpec& spec, int steps, ModelCache* models, const Golden* golden,
+                            const PipelineSpec& spec, int steps, ModelCache* models, const Golden& golden,
                             const DtypePolicy* reference, std::optional<ErrorProducer>& producer,
                             std::string& judged_by) {
   VerdictInputs plain = in;
@@ -369,17 +392,20 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   const ErrorProducer* rounding = &*producer;  // the search that shows rounding alone
   std::string kept;                            // what keeping the causes in FP32 showed
   std::optional<ErrorProducer> without_causes;
-  if (!RoundingAloneMadeTheError(*producer)) {
-    if (golden == nullptr) return Status::Ok();
+  if (!RoundingAloneMadeTheError(*producer) || !causes.empty()) {
+    // A compute part keeps only cancelling sums (op islands): a module island's FP32
+    // weights would differ from its reference's FP8 ones.
+    const auto beyond_sums = [](const IsolatedError& c) { return c.Excess() >= kCauseExcess; };
+    if (reference != nullptr && std::any_of(causes.begin(), causes.end(), beyond_sums)) return Status::Ok();
     StatusOr<std::optional<ErrorProducer>> left =
-        KeptOpsLeaveTheError(spec, steps, models, *golden, *(in.*slot), *broken, causes, kept);
+        KeptOpsLeaveTheError(spec, steps, models, golden, reference, *(in.*slot), *broken, causes, kept);
     if (!left.ok()) return left.status();
     if (!*left) return Status::Ok();
     without_causes = std::move(**left);
     rounding = &*without_causes;
   }
   in.*slot = &wider;
-  char text[512];
+  char text[1024];
   std::snprintf(text, sizeof text,
                 " at %gx its error (%s; %sno op makes %gx the error its precision predicts, the most "
                 "%.2fx at %s (%s): a model more sensitive than the population)",
@@ -558,7 +584,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     if (bound->sensitive_model && in.metrics != nullptr) {
       FG_RETURN_IF_ERROR(JudgeASensitiveModel(in, &VerdictInputs::tolerance, *bound->sensitive_model,
                                               *in.metrics, spec, outcome->sampler.steps, models,
-                                              &*golden->golden, nullptr, producer, result.judged_by));
+                                              *golden->golden, nullptr, producer, result.judged_by));
     }
     const CellStatus without_part = DecideVerdict(in).status;
     if (bound->compute_part && (without_part == CellStatus::kPass || without_part == CellStatus::kXpass)) {
@@ -569,7 +595,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       StatusOr<PipelineOutcome> part = RunPipeline(reference, nullptr, nullptr, models);
       if (!part.ok()) return part.status();
       if (part->kind == RunEnd::kFinished) {
-        compute_metrics = Compare(Golden{part->result.frames, part->result.latents, {}, {}}, r);
+        const Golden part_frames{part->result.frames, part->result.latents, {}, {}};
+        compute_metrics = Compare(part_frames, r);
         in.compute_metrics = &*compute_metrics;
         in.compute_tolerance = &bound->compute_part->profile;
         in.compute_reference = bound->compute_part->reference_text;
@@ -577,7 +604,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
         if (bound->compute_part->sensitive_model) {
           FG_RETURN_IF_ERROR(JudgeASensitiveModel(
               in, &VerdictInputs::compute_tolerance, *bound->compute_part->sensitive_model, *compute_metrics,
-              spec, outcome->sampler.steps, models, nullptr, &bound->compute_part->reference,
+              spec, outcome->sampler.steps, models, part_frames, &bound->compute_part->reference,
               compute_producer, result.judged_by));
         }
         char psnr[32];

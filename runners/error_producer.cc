@@ -86,7 +86,7 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
     return producer;
   }
   for (const IsolatedError& e : errors) {
-    if (e.Excess() >= kCauseExcess) causes->push_back(e);
+    if (e.Excess() >= kCauseExcess || IsCancellingSum(e)) causes->push_back(e);
   }
   const IsolatedError& top = errors.front();
   producer.found = true;
@@ -149,6 +149,11 @@ std::string IslandKeepingInFp32(const std::string& module, const std::string& op
   return OpIslandEntry(module, op);
 }
 
+bool IsCancellingSum(const IsolatedError& error) {
+  return (error.op == "aten::add" || error.op == "aten::sub" || error.op == "aten::rsub") &&
+         error.Excess() >= kCancellingSumExcess;
+}
+
 double ExcessOf(const ErrorProducer& p) {
   return p.predicted_error > 0 ? p.isolated_error / p.predicted_error : 0;
 }
@@ -189,8 +194,14 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
       *causes = std::move(more_causes);
       return more;
     }
+    for (IsolatedError& sum : more_causes) {  // rounding alone: cancelling sums only
+      const auto same = [&](const IsolatedError& c) { return c.module == sum.module && c.op == sum.op; };
+      if (std::none_of(causes->begin(), causes->end(), same)) causes->push_back(std::move(sum));
+    }
     if (ExcessOf(*more) > ExcessOf(*producer)) producer = std::move(more);
   }
+  std::stable_sort(causes->begin(), causes->end(),
+                   [](const IsolatedError& a, const IsolatedError& b) { return a.Excess() > b.Excess(); });
   return producer;
 }
 

@@ -21,6 +21,17 @@ struct IsolatedError;  // pipelines/module_shadow.h
 // an offset a norm cancels), healthy models that failed a profile 0.95-1.9x.
 constexpr double kCauseExcess = 2;
 
+// An elementwise sum (aten::add, aten::sub, aten::rsub) fed inputs in its precision makes
+// about that precision's rounding at most (healthy ones 0.3-1x), unless it cancels them:
+// then its input's rounding comes back relative to a smaller output. From this many times
+// what its precision predicts (two bits lost), such a sum may make a cell's error below
+// kCauseExcess: an adversarial `(z + 64) - 64` before a steep decoder made 1.77-1.90x and
+// most of its cell's error.
+constexpr double kCancellingSumExcess = 1.5;
+
+// Whether `error` is an elementwise sum at kCancellingSumExcess or more.
+bool IsCancellingSum(const IsolatedError& error);
+
 // The producer's isolated error over what its precision predicts; 0 when nothing is predicted.
 double ExcessOf(const ErrorProducer& producer);
 
@@ -53,7 +64,8 @@ enum class ProducerSearch { kProbedSteps, kEveryStep };
 // run that ends before the probed steps (the note says why). A Status only for bad input
 // (a broken package). With `models`, models are taken from and given back to that cache.
 // With `causes`: every site of the search that decided at kCauseExcess or more, largest
-// excess first (the producer is the first, or the op a norm's offset names).
+// excess first (the producer is the first, or the op a norm's offset names), and, where the
+// search found rounding alone, its cancelling sums (IsCancellingSum) at every step.
 // With `reference`, the recorded run is under that policy instead of FP32: a compute
 // part's (runners/cell_bound.h: the same FP8 weights computed in FP32), so that each op is
 // predicted what its compute dtype alone makes, not its FP8 storage's 2^-3 or 2^-2.
