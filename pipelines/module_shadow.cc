@@ -188,8 +188,13 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     const double ref_norm = ref.norm().item<double>();
     const double error =
         ref_norm > 0 ? (value.detach().to(at::kDouble) - ref).norm().item<double>() / ref_norm : 0.0;
-    if (std::isfinite(error) && error / maker->predicted > worst_made_input_.excess)
-      worst_made_input_ = {error / maker->predicted, SiteName(path, site.op), error};
+    const MadeInput input{error / maker->predicted, SiteName(path, site.op), error, maker->site};
+    const std::string maker_op = maker->site.substr(maker->site.find('\t') + 1);
+    if (std::isfinite(error) && input.excess > worst_made_input_.excess) worst_made_input_ = input;
+    if (std::isfinite(error) && (maker_op == "aten::add_" || maker_op == "aten::sub_") &&
+        input.excess > worst_input_of_a_sum_in_place_.excess) {
+      worst_input_of_a_sum_in_place_ = input;
+    }
   }
   const c10::ScalarType* entered_as = island_entries_.Find(value);
   const at::Tensor fed = Substitute(recorded->second, value, inner, entered_as);

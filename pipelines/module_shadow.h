@@ -131,8 +131,13 @@ class ModuleShadow : public GraphObserver {
     double excess = 0;
     std::string site;
     double error = 0;
+    std::string maker;  // "decoder\taten::sub_": the op that last wrote it
   };
   const MadeInput& worst_made_input() const { return worst_made_input_; }
+  // kCompare: the same, of the inputs last written by an add or subtract in place
+  // (`z += 64; z -= 64`): such a sum that cancels its rounded input shows no isolated error
+  // of its own, only in what it hands on.
+  const MadeInput& worst_input_of_a_sum_in_place() const { return worst_input_of_a_sum_in_place_; }
   // kCompare, before the run: measure worst_made_input() (a norm per op input).
   void MeasureMadeInputs() { measure_made_inputs_ = true; }
   int64_t recorded_calls() const { return static_cast<int64_t>(tensors_.size()); }
@@ -218,7 +223,8 @@ class ModuleShadow : public GraphObserver {
   StorageMap<c10::ScalarType> island_entries_;
   Maker copy_maker_;  // the maker of a copying view's input
   bool measure_made_inputs_ = false;
-  MadeInput worst_made_input_;  // kCompare
+  MadeInput worst_made_input_;               // kCompare
+  MadeInput worst_input_of_a_sum_in_place_;  // kCompare
 };
 
 // The active shadow on this thread wrapping `inner` at sampler step `step` (-1: decode),

@@ -129,6 +129,23 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
                   input.site.substr(0, tab).c_str(), input.site.substr(tab + 1).c_str(), input.error,
                   input.excess);
     producer.note += std::string(producer.note.empty() ? "" : "; ") + text;
+  } else if (const ModuleShadow::MadeInput& sum = compared.worst_input_of_a_sum_in_place();
+             sum.excess >= kCancellingSumExcess) {
+    // A sum in place has no isolated error of its own; kept in FP32 it cannot be.
+    const size_t tab = sum.site.find('\t'), maker_tab = sum.maker.find('\t');
+    char text[480];
+    std::snprintf(text, sizeof text,
+                  "%s (%s) takes an input with an error of %.3g, %.2fx what the precision of %s (%s) "
+                  "predicts, a sum written in place: it cancels its rounded input",
+                  sum.site.substr(0, tab).c_str(), sum.site.substr(tab + 1).c_str(), sum.error, sum.excess,
+                  sum.maker.substr(0, maker_tab).c_str(), sum.maker.substr(maker_tab + 1).c_str());
+    producer.note += std::string(producer.note.empty() ? "" : "; ") + text;
+    if (!NamesACause(producer)) {  // the sum made the error, not the top op
+      producer.module = sum.maker.substr(0, maker_tab);
+      producer.op = sum.maker.substr(maker_tab + 1);
+      producer.isolated_error = sum.error;
+      producer.predicted_error = sum.error / sum.excess;
+    }
   }
   if (recorded.truncated()) {
     producer.note += std::string(producer.note.empty() ? "" : "; ") +

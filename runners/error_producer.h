@@ -26,7 +26,8 @@ constexpr double kCauseExcess = 2;
 // then its input's rounding comes back relative to a smaller output. From this many times
 // what its precision predicts (two bits lost), such a sum may make a cell's error below
 // kCauseExcess: an adversarial `(z + 64) - 64` before a steep decoder made 1.77-1.90x and
-// most of its cell's error.
+// most of its cell's error. Written in place (`z += 64; z -= 64`), the sum shows only in
+// the inputs it hands on: one at this many times its precision is the search's note.
 constexpr double kCancellingSumExcess = 1.5;
 
 // Whether `error` is an elementwise sum at kCancellingSumExcess or more.

@@ -98,6 +98,9 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  of frame error against its twin without it, yet the subtraction makes only
                  1.8x what BF16 predicts, under the 2x that names a cause: a sum that
                  cancels its rounded input, which a verdict must not take for rounding.
+  inplace-sum-cancel sum-cancel's subtraction written in place on a copy (`z = z.clone();
+                 z += 64; z -= 64`): no isolated error of its own, 1.86x BF16's precision in
+                 the input it hands on, under the 2x of the made-input check.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -463,6 +466,15 @@ class SumCancelDecoder(Decoder):
         return torch.tanh(16.0 * self.conv(up))
 
 
+class InPlaceSumCancelDecoder(Decoder):
+    def forward(self, z):
+        z = z.clone()
+        z += 64.0
+        z -= 64.0
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(16.0 * self.conv(up))
+
+
 class MotionOffsetDecoder(Decoder):
     def forward(self, z):
         static = z.mean(dim=2, keepdim=True)
@@ -538,6 +550,7 @@ PACKAGES = [
     (3, "inplace-whisper", InPlaceWhisperDenoiser, {}),
     (3, "fp8-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=CancelConvDecoder)),
     (3, "sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=SumCancelDecoder)),
+    (3, "inplace-sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=InPlaceSumCancelDecoder)),
     (3, "frozen-table", lambda: TableDenoiser(plain=False), dict(frozen=True)),
 ]
 
