@@ -211,10 +211,15 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
   if (steps_.count(step_) > 0 && Probed(out)) {
-    if (site.kind == GraphSite::Kind::kOp) {
+    if (site.kind == GraphSite::Kind::kOp && measure_made_inputs_) {
+      // An op in FP32 fed inputs rounded outside it makes that rounding: its prediction.
       const bool weighted = site.weight_input >= 0 || StoredWeightInput(site.op) >= 0;
+      const auto fed = errors_.find(SiteKey(path, site.op, /*upcoming=*/true));
+      const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
       makers_.Put(out, {SiteName(path, site.op),
-                        measure_made_inputs_ ? PredictedError(policy_, path, site.op, weighted) : 0.0});
+                        std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff)});
+    } else if (site.kind == GraphSite::Kind::kOp) {
+      makers_.Put(out, {SiteName(path, site.op), 0.0});
     }
     if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.site.empty())
       makers_.Put(out, copy_maker_);

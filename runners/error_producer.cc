@@ -129,6 +129,24 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
                   input.site.substr(0, tab).c_str(), input.site.substr(tab + 1).c_str(), input.error,
                   input.excess);
     producer.note += std::string(producer.note.empty() ? "" : "; ") + text;
+    // Its maker, unless in place, can be kept in FP32: a cause at that input's excess (its
+    // isolated error spreads over the probed calls; the input is one call's).
+    const size_t maker_tab = input.maker.find('\t');
+    const std::string maker_module = input.maker.substr(0, maker_tab);
+    const std::string maker_op = maker_tab == std::string::npos ? "" : input.maker.substr(maker_tab + 1);
+    const auto same = [&](const IsolatedError& e) { return e.module == maker_module && e.op == maker_op; };
+    if (!maker_op.empty() && maker_op.back() != '_' && std::none_of(causes->begin(), causes->end(), same)) {
+      const auto site = std::find_if(errors.begin(), errors.end(), same);
+      IsolatedError made = site != errors.end() ? *site : IsolatedError{};
+      made.module = maker_module;
+      made.op = maker_op;
+      made.error = input.error;
+      made.predicted = input.error / input.excess;
+      causes->push_back(made);
+      std::stable_sort(causes->begin(), causes->end(), [](const IsolatedError& a, const IsolatedError& b) {
+        return a.Excess() > b.Excess();
+      });
+    }
   } else if (const ModuleShadow::MadeInput& sum = compared.worst_input_of_a_sum_in_place();
              sum.excess >= kCancellingSumExcess) {
     // A sum in place has no isolated error of its own; kept in FP32 it cannot be.

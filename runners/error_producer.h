@@ -65,7 +65,9 @@ enum class ProducerSearch { kProbedSteps, kEveryStep };
 // run that ends before the probed steps (the note says why). A Status only for bad input
 // (a broken package). With `models`, models are taken from and given back to that cache.
 // With `causes`: every site of the search that decided at kCauseExcess or more, largest
-// excess first (the producer is the first, or the op a norm's offset names), and, where the
+// excess first (the producer is the first, or the op a norm's offset names), the op that
+// made an input kCauseExcess times its precision (unless in place: the input may be one
+// call's spike of an op whose isolated error, over the calls, is less), and, where the
 // search found rounding alone, its cancelling sums (IsCancellingSum) at every step.
 // With `reference`, the recorded run is under that policy instead of FP32: a compute
 // part's (runners/cell_bound.h: the same FP8 weights computed in FP32), so that each op is

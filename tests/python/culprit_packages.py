@@ -101,6 +101,12 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
   inplace-sum-cancel sum-cancel's subtraction written in place on a copy (`z = z.clone();
                  z += 64; z -= 64`): no isolated error of its own, 1.86x BF16's precision in
                  the input it hands on, under the 2x of the made-input check.
+  motion-diff    healthy: buffer-table's denoiser whose features carry a large static part
+                 (a buffer, 4x their spread) into an AnimateDiff-style motion module: the
+                 frame difference, padded with zeros, through a zero-initialised projection
+                 (the branch adds exactly 0); decoder tanh(32 x conv). The difference
+                 cancels the static part: over the probed calls 1x what BF16 predicts, at
+                 one step 2.5x in what it hands on; kept in FP32 it leaves all the error.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -475,6 +481,31 @@ class InPlaceSumCancelDecoder(Decoder):
         return torch.tanh(16.0 * self.conv(up))
 
 
+class MotionDiffDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.register_buffer("pos", torch.randn(1, 2, 2, 8, 8))
+        self.register_buffer("static", torch.randn(1, 8, 1, 8, 8) * 4.0)
+        self.conv_out = nn.Conv3d(10, 4, 1)
+        self.proj = nn.Conv3d(8, 8, 1)
+        with torch.no_grad():
+            self.proj.weight.zero_()
+            self.proj.bias.zero_()
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x) + self.static
+        d = h[:, :, 1:] - h[:, :, :-1]
+        h = h + self.proj(torch.cat([torch.zeros_like(d[:, :, :1]), d], 2))
+        return self.conv_out(torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1))
+
+
+class Steep32Decoder(Decoder):
+    def forward(self, z):
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(32.0 * self.conv(up))
+
+
 class MotionOffsetDecoder(Decoder):
     def forward(self, z):
         static = z.mean(dim=2, keepdim=True)
@@ -551,6 +582,7 @@ PACKAGES = [
     (3, "fp8-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=CancelConvDecoder)),
     (3, "sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=SumCancelDecoder)),
     (3, "inplace-sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=InPlaceSumCancelDecoder)),
+    (3, "motion-diff", MotionDiffDenoiser, dict(decoder_class=Steep32Decoder)),
     (3, "frozen-table", lambda: TableDenoiser(plain=False), dict(frozen=True)),
 ]
 

@@ -53,7 +53,7 @@ def packages(tmp_path_factory):
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
                  "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder", "inplace-cancel",
                  "steep-whisper", "unshift", "inplace-whisper", "fp8-cancel", "sum-cancel",
-                 "inplace-sum-cancel"):
+                 "inplace-sum-cancel", "motion-diff"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -420,3 +420,19 @@ def test_a_sum_that_cancels_its_rounded_input_is_not_taken_for_rounding(packages
     producer = cell["producer"]
     assert (producer["module"], producer["op"]) == culprit, producer
     assert producer["isolated_error"] >= 1.5 * producer["predicted_error"], producer
+
+
+def test_a_frame_difference_that_spikes_at_one_step_and_does_not_make_the_error_passes(packages, tmp_path):
+    # motion-diff: a healthy motion module whose frame difference cancels a static part.
+    # Over the probed calls it makes 1x what BF16 predicts, but at one step it hands on an
+    # input at 2x: its maker is kept in FP32 by one more run, which leaves all the error.
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "motion-diff", "--policy", "fp8e4m3-bf16", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "PASS", cell
+    if "at 2x its error" in cell["judged_by"].split(";")[0]:
+        assert "the 1 op at 2x or more" in cell["judged_by"] and "(aten::sub), kept in FP32 leave " in \
+            cell["judged_by"], cell["judged_by"]
+        assert "they do not make it" in cell["judged_by"], cell["judged_by"]
