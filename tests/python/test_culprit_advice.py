@@ -380,17 +380,23 @@ def test_a_model_more_sensitive_than_the_population_passes_where_only_rounding_m
     assert "what the precision of the op that made it predicts" in cell["producer"]["note"]
 
 
+def one_cell(packages, tmp_path, name, policy, returncodes=(0, 1)):
+    """`check` of package `name` under `policy` (seed 0): its one cell."""
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / name, "--policy", policy, "--golden-dir", packages / "goldens",
+            "--json", out)
+    assert r.returncode in returncodes, r.stdout + r.stderr
+    [cell] = json.loads(out.read_text())["cells"]
+    return cell
+
+
 def test_an_fp8_cells_compute_part_is_searched_against_its_fp8_weights_computed_in_fp32(packages, tmp_path):
     # fp8-cancel: a conv cancelling an offset rounded in BF16 before it. The whole error
     # passes the FP8 profile; the compute part (against the same FP8 weights computed in
     # FP32) fails bf16's. Measured against the FP32 run, the conv's weights would be
     # predicted FP8 storage's 2^-3, more than twice its error: the search is against the compute
     # part's reference, where each op is predicted what BF16 makes (2^-8), and names it.
-    out = tmp_path / "check.json"
-    r = run("check", "--model", packages / "fp8-cancel", "--policy", "fp8e4m3-bf16", "--golden-dir",
-            packages / "goldens", "--json", out)
-    assert r.returncode == 1, r.stdout + r.stderr
-    [cell] = json.loads(out.read_text())["cells"]
+    cell = one_cell(packages, tmp_path, "fp8-cancel", "fp8e4m3-bf16", returncodes=(1,))
     assert cell["status"] == "FAIL" and cell["reason"].startswith("compute part: min_psnr "), cell
     assert "at 2x its error" not in cell["judged_by"], cell["judged_by"]
     producer = cell["producer"]
@@ -407,11 +413,7 @@ def test_a_sum_that_cancels_its_rounded_input_is_not_taken_for_rounding(packages
     # kept in FP32 with the add that made its input, the error goes, so it made the error.
     # inplace-sum-cancel: written in place, it has no isolated error and cannot be kept in
     # FP32; the input it hands on at 1.5x or more its precision names it.
-    out = tmp_path / "check.json"
-    r = run("check", "--model", packages / name, "--policy", "bf16", "--golden-dir",
-            packages / "goldens", "--json", out)
-    assert r.returncode in (0, 1), r.stdout + r.stderr
-    [cell] = json.loads(out.read_text())["cells"]
+    cell = one_cell(packages, tmp_path, name, "bf16")
     if cell["metrics"]["min_psnr"] >= 26.8:  # not in the band under this LibTorch
         assert cell["status"] == "PASS" and cell["judged_by"] == "profile bf16", cell
         return
@@ -426,11 +428,7 @@ def test_a_frame_difference_that_spikes_at_one_step_and_does_not_make_the_error_
     # motion-diff: a healthy motion module whose frame difference cancels a static part.
     # Over the probed calls it makes 1x what BF16 predicts, but at one step it hands on an
     # input at 2x: its maker is kept in FP32 by one more run, which leaves all the error.
-    out = tmp_path / "check.json"
-    r = run("check", "--model", packages / "motion-diff", "--policy", "fp8e4m3-bf16", "--golden-dir",
-            packages / "goldens", "--json", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    [cell] = json.loads(out.read_text())["cells"]
+    cell = one_cell(packages, tmp_path, "motion-diff", "fp8e4m3-bf16", returncodes=(0,))
     assert cell["status"] == "PASS", cell
     if "at 2x its error" in cell["judged_by"].split(";")[0]:
         assert "the 1 op at 2x or more" in cell["judged_by"] and "(aten::sub), kept in FP32 leave " in \
