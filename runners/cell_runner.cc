@@ -302,7 +302,8 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
 // kNamedOpsErrorShare of that error. Then the every-step search of that run (against
 // `reference` with the same islands, for a compute part) when it shows rounding alone, with
 // `kept` saying what the run showed; nullopt otherwise. A cause that saturates FP8 weights
-// or makes a non-finite value is one whatever its share.
+// or makes a non-finite value is one whatever its share; so is, for a compute part, one
+// whose island keeps a module's weights in FP32 (its reference keeps them FP8).
 StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
     const PipelineSpec& spec, int steps, ModelCache* models, const Golden& golden,
     const DtypePolicy* reference, const ToleranceProfile& profile, const ToleranceViolation& broken,
@@ -314,8 +315,10 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   if (!weights.ok()) return weights.status();
   PipelineSpec without = spec;
   std::vector<std::string>& islands = without.policy.fp32_modules;
+  bool weights_kept = false;  // a module island: its weights stay FP32
   const auto keep = [&](const std::string& module, const std::string& op) {
     const std::string island = IslandKeepingInFp32(module, op, *weights);
+    weights_kept = weights_kept || island == module;
     if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
   };
   size_t sums = 0;  // cancelling sums below kCauseExcess
@@ -325,6 +328,8 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
     if (!c.input_maker_module.empty()) keep(c.input_maker_module, c.input_maker_op);
     if (c.Excess() < kCauseExcess) ++sums;
   }
+  // A compute part's reference keeps the FP8 weights: a module island's FP32 ones differ.
+  if (reference != nullptr && weights_kept) return std::optional<ErrorProducer>();
   StatusOr<PipelineOutcome> run = RunPipeline(without, nullptr, nullptr, models);
   if (!run.ok()) return run.status();
   if (run->kind != RunEnd::kFinished) return std::optional<ErrorProducer>();
@@ -366,8 +371,8 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
 // (runners/cell_bound.h): its producer is located (once, into `producer`; against
 // `reference` for a compute part: its ops predicted their compute dtype's rounding, not
 // their FP8 weights'), and when rounding alone made the error, `in.*slot` is `wider` and
-// `judged_by` says why. Ops the search names as causes (at kCauseExcess, or cancelling
-// sums; a compute part's: cancelling sums only) are first kept in FP32 by one more run
+// `judged_by` says why. Ops the search names as causes (at kCauseExcess, cancelling sums,
+// makers of an input at kCauseExcess) are first kept in FP32 by one more run
 // compared with `golden` (the FP32 golden, or the compute part's reference frames)
 // (KeptOpsLeaveTheError): when they do not make the error, rounding alone is asked of that
 // run.
@@ -393,10 +398,6 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   std::string kept;                            // what keeping the causes in FP32 showed
   std::optional<ErrorProducer> without_causes;
   if (!RoundingAloneMadeTheError(*producer) || !causes.empty()) {
-    // A compute part keeps only cancelling sums (op islands): a module island's FP32
-    // weights would differ from its reference's FP8 ones.
-    const auto beyond_sums = [](const IsolatedError& c) { return c.Excess() >= kCauseExcess; };
-    if (reference != nullptr && std::any_of(causes.begin(), causes.end(), beyond_sums)) return Status::Ok();
     StatusOr<std::optional<ErrorProducer>> left =
         KeptOpsLeaveTheError(spec, steps, models, golden, reference, *(in.*slot), *broken, causes, kept);
     if (!left.ok()) return left.status();
