@@ -297,8 +297,8 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
 
 // Whether the ops of `causes` (a search's: at kCauseExcess or more, or cancelling sums)
 // do not make the error that breaks `broken`'s bound of `profile` against `golden`: one
-// run of the cell with each kept in FP32 (IslandKeepingInFp32; a cancelling sum with the op
-// that made its input, whose rounding it cancels) still breaks `profile`, with at least
+// run of the cell with each kept in FP32 (IslandKeepingInFp32; a cancelling sum with the
+// sum that made its input, whose rounding it cancels) still breaks `profile`, with at least
 // kNamedOpsErrorShare of that error. Then the every-step search of that run (against
 // `reference` with the same islands, for a compute part) when it shows rounding alone, with
 // `kept` saying what the run showed; nullopt otherwise. A cause that saturates FP8 weights
@@ -325,7 +325,9 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   for (const IsolatedError& c : causes) {
     keep(c.module, c.op);
     if (!IsCancellingSum(c)) continue;
-    if (!c.input_maker_module.empty()) keep(c.input_maker_module, c.input_maker_op);
+    // Only a sum that made its input rounds it: an op between them (`* 1.0`, a clone),
+    // kept too, would hand the sum an exact copy of the rounded value, hiding it.
+    if (IsElementwiseSum(c.input_maker_op)) keep(c.input_maker_module, c.input_maker_op);
     if (c.Excess() < kCauseExcess) ++sums;
   }
   // A compute part's reference keeps the FP8 weights: a module island's FP32 ones differ.

@@ -184,9 +184,12 @@ std::string IslandKeepingInFp32(const std::string& module, const std::string& op
   return OpIslandEntry(module, op);
 }
 
+bool IsElementwiseSum(const std::string& op) {
+  return op == "aten::add" || op == "aten::sub" || op == "aten::rsub";
+}
+
 bool IsCancellingSum(const IsolatedError& error) {
-  return (error.op == "aten::add" || error.op == "aten::sub" || error.op == "aten::rsub") &&
-         error.Excess() >= kCancellingSumExcess;
+  return IsElementwiseSum(error.op) && error.Excess() >= kCancellingSumExcess;
 }
 
 double ExcessOf(const ErrorProducer& p) {

@@ -30,6 +30,9 @@ constexpr double kCauseExcess = 2;
 // the inputs it hands on: one at this many times its precision is the search's note.
 constexpr double kCancellingSumExcess = 1.5;
 
+// Whether `op` is an elementwise sum: aten::add, aten::sub, aten::rsub.
+bool IsElementwiseSum(const std::string& op);
+
 // Whether `error` is an elementwise sum at kCancellingSumExcess or more.
 bool IsCancellingSum(const IsolatedError& error);
 
