@@ -76,6 +76,11 @@ int StoredWeightInput(const std::string& op) { return op == "aten::embedding" ? 
 
 }  // namespace
 
+void SortByExcess(std::vector<IsolatedError>& errors) {
+  std::stable_sort(errors.begin(), errors.end(),
+                   [](const IsolatedError& a, const IsolatedError& b) { return a.Excess() > b.Excess(); });
+}
+
 double IsolatedError::Excess() const {
   if (!std::isfinite(error) || saturated_weight > 0) return std::numeric_limits<double>::infinity();
   return predicted > 0 ? error / predicted : 0;
@@ -183,7 +188,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) {
     return inner.Before(path, site, input_index, value);
   }
-  if (const Maker* maker = makers_.Find(value); maker != nullptr && maker->predicted > 0) {
+  const Maker* maker = makers_.Find(value);
+  if (maker != nullptr && maker->predicted > 0) {
     const at::Tensor ref = recorded->second.to(value.device(), at::kDouble);
     const double ref_norm = ref.norm().item<double>();
     const double error =
@@ -199,8 +205,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   const c10::ScalarType* entered_as = island_entries_.Find(value);
   const at::Tensor fed = Substitute(recorded->second, value, inner, entered_as);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
-  if (const Maker* maker = makers_.Find(value); maker != nullptr && sums.input_maker.empty())
-    sums.input_maker = maker->site;
+  if (maker != nullptr && sums.input_maker.empty()) sums.input_maker = maker->site;
   sums.input_roundoff =
       std::max(sums.input_roundoff, UnitRoundoff(entered_as != nullptr ? *entered_as : inner.HeldDtype(fed)));
   return inner.Before(path, site, input_index, fed);
@@ -211,15 +216,16 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
   if (steps_.count(step_) > 0 && Probed(out)) {
-    if (site.kind == GraphSite::Kind::kOp && measure_made_inputs_) {
-      // An op in FP32 fed inputs rounded outside it makes that rounding: its prediction.
-      const bool weighted = site.weight_input >= 0 || StoredWeightInput(site.op) >= 0;
-      const auto fed = errors_.find(SiteKey(path, site.op, /*upcoming=*/true));
-      const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
-      makers_.Put(out, {SiteName(path, site.op),
-                        std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff)});
-    } else if (site.kind == GraphSite::Kind::kOp) {
-      makers_.Put(out, {SiteName(path, site.op), 0.0});
+    if (site.kind == GraphSite::Kind::kOp) {
+      double predicted = 0;
+      if (measure_made_inputs_) {
+        // An op in FP32 fed inputs rounded outside it makes that rounding: its prediction.
+        const bool weighted = site.weight_input >= 0 || StoredWeightInput(site.op) >= 0;
+        const auto fed = errors_.find(SiteKey(path, site.op, /*upcoming=*/true));
+        const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
+        predicted = std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff);
+      }
+      makers_.Put(out, {SiteName(path, site.op), predicted});
     }
     if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.site.empty())
       makers_.Put(out, copy_maker_);
@@ -328,8 +334,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
         std::max(PredictedError(policy_, e.module, e.op, sums.weighted && !cancels), sums.input_roundoff);
     out.push_back(e);
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const IsolatedError& a, const IsolatedError& b) { return a.Excess() > b.Excess(); });
+  SortByExcess(out);
   return out;
 }
 

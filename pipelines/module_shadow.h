@@ -77,6 +77,9 @@ struct IsolatedError {
   double Excess() const;
 };
 
+// `errors`, largest excess first (ties keep their order).
+void SortByExcess(std::vector<IsolatedError>& errors);
+
 // A norm whose input's offset ratio is at least this has lost 3 bits of its input's
 // precision to cancellation: its error is charged to the op that made the offset.
 constexpr double kCancellingOffset = 8;

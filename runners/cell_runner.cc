@@ -370,7 +370,7 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
 
 // A cell that breaks the population profile `in.*slot` (the whole error's or the compute
 // part's) but not `wider`, that profile at kSensitiveModelErrorFactor times its error
-// (runners/cell_bound.h): its producer is located (once, into `producer`; against
+// (runners/cell_bound.h): its producer is located (into `producer`; against
 // `reference` for a compute part: its ops predicted their compute dtype's rounding, not
 // their FP8 weights'), and when rounding alone made the error, `in.*slot` is `wider` and
 // `judged_by` says why. Ops the search names as causes (at kCauseExcess, cancelling sums,
@@ -390,12 +390,10 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   plain.*slot = &wider;
   if (!broken || DecideVerdict(plain).status != CellStatus::kPass) return Status::Ok();
   std::vector<IsolatedError> causes;
-  if (!producer) {
-    StatusOr<ErrorProducer> located =
-        LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes, reference);
-    if (!located.ok()) return located.status();
-    producer = *located;
-  }
+  StatusOr<ErrorProducer> located =
+      LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes, reference);
+  if (!located.ok()) return located.status();
+  producer = *located;
   const ErrorProducer* rounding = &*producer;  // the search that shows rounding alone
   std::string kept;                            // what keeping the causes in FP32 showed
   std::optional<ErrorProducer> without_causes;

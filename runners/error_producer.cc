@@ -143,9 +143,7 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
       made.error = input.error;
       made.predicted = input.error / input.excess;
       causes->push_back(made);
-      std::stable_sort(causes->begin(), causes->end(), [](const IsolatedError& a, const IsolatedError& b) {
-        return a.Excess() > b.Excess();
-      });
+      SortByExcess(*causes);
     }
   } else if (const ModuleShadow::MadeInput& sum = compared.worst_input_of_a_sum_in_place();
              sum.excess >= kCancellingSumExcess) {
@@ -238,8 +236,7 @@ StatusOr<ErrorProducer> LocateErrorProducer(const PipelineSpec& spec, int steps,
     }
     if (ExcessOf(*more) > ExcessOf(*producer)) producer = std::move(more);
   }
-  std::stable_sort(causes->begin(), causes->end(),
-                   [](const IsolatedError& a, const IsolatedError& b) { return a.Excess() > b.Excess(); });
+  SortByExcess(*causes);
   return producer;
 }
 
