@@ -57,6 +57,16 @@ double StorageError(WeightStorage storage) {
 
 bool Probed(const at::Tensor& value) { return value.defined() && value.is_floating_point(); }
 
+// An op that reads only its input's shape, dtype and device (`torch.zeros_like(d)`): an
+// error in the input's values does not reach it.
+bool ReadsOnlyTheShape(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "aten::zeros_like", "aten::ones_like", "aten::empty_like", "aten::full_like", "aten::rand_like",
+      "aten::randn_like", "aten::new_zeros", "aten::new_ones",   "aten::new_empty", "aten::new_full",
+      "aten::size",       "aten::dim",       "aten::numel"};
+  return ops.count(op) > 0;
+}
+
 // A norm's input offset ratio (IsolatedError::input_offset): root mean square over
 // standard deviation, pooled over the rows the norm `op` normalises; 0 when undefined.
 double OffsetRatio(const std::string& op, const at::Tensor& value) {
@@ -189,7 +199,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     return inner.Before(path, site, input_index, value);
   }
   const Maker* maker = makers_.Find(value);
-  if (maker != nullptr && maker->predicted > 0) {
+  if (maker != nullptr && maker->predicted > 0 && !ReadsOnlyTheShape(site.op)) {
     const at::Tensor ref = recorded->second.to(value.device(), at::kDouble);
     const double ref_norm = ref.norm().item<double>();
     const double error =
@@ -205,7 +215,10 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   const c10::ScalarType* entered_as = island_entries_.Find(value);
   const at::Tensor fed = Substitute(recorded->second, value, inner, entered_as);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
-  if (maker != nullptr && sums.input_maker.empty()) sums.input_maker = maker->site;
+  if (maker != nullptr &&
+      std::find(sums.input_makers.begin(), sums.input_makers.end(), maker->site) == sums.input_makers.end()) {
+    sums.input_makers.push_back(maker->site);
+  }
   sums.input_roundoff =
       std::max(sums.input_roundoff, UnitRoundoff(entered_as != nullptr ? *entered_as : inner.HeldDtype(fed)));
   return inner.Before(path, site, input_index, fed);
@@ -321,7 +334,13 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     e.saturated_weight = sums.saturated_weight;
     const auto norm = reference_->norm_inputs_.find(name);
     if (norm != reference_->norm_inputs_.end()) e.input_offset = norm->second.offset;
-    const std::string& maker = norm != reference_->norm_inputs_.end() ? norm->second.maker : sums.input_maker;
+    for (const std::string& maker : sums.input_makers) {
+      const size_t maker_tab = maker.find('\t');
+      e.input_makers.push_back({maker.substr(0, maker_tab), maker.substr(maker_tab + 1)});
+    }
+    const std::string& maker = norm != reference_->norm_inputs_.end() ? norm->second.maker
+                               : sums.input_makers.empty()            ? std::string()
+                                                                      : sums.input_makers.front();
     if (const size_t maker_tab = maker.find('\t'); maker_tab != std::string::npos) {
       e.input_maker_module = maker.substr(0, maker_tab);
       e.input_maker_op = maker.substr(maker_tab + 1);

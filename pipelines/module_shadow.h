@@ -48,6 +48,7 @@
 #include <set>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "pipelines/dtype_policy.h"
@@ -73,6 +74,9 @@ struct IsolatedError {
   // op, in the run under the policy (empty when none).
   double input_offset = 0;
   std::string input_maker_module, input_maker_op;
+  // Every op that made one of its inputs in the run under the policy, (module, op), in
+  // the order first seen (kCompare).
+  std::vector<std::pair<std::string, std::string>> input_makers;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
 };
@@ -180,7 +184,7 @@ class ModuleShadow : public GraphObserver {
     // The unit roundoff of the dtype its inputs were fed in: an op in FP32 (an island)
     // fed from outside its island takes them rounded to the policy's dtype.
     double input_roundoff = 0;
-    std::string input_maker;  // "path\top": IsolatedError::input_maker_* (kCompare)
+    std::vector<std::string> input_makers;  // "path\top": IsolatedError::input_makers (kCompare)
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
     double offset = 0;

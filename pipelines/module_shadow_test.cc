@@ -4,6 +4,7 @@
 // instrumentation, a PackageObserver under the policy. Activations x (2, 4) float32.
 #include "pipelines/module_shadow.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -282,6 +283,44 @@ def forward(self, x):
     EXPECT_EQ(e.input_maker_op, "aten::sub");
   }
   EXPECT_EQ(centred, 1);
+}
+
+// A frame difference of features with a large static part (`g - g.mean(1)`, g = x +
+// 1000) takes both inputs' rounding: each op that made one is named, in order. An input
+// taken only for its shape (`torch.zeros_like(d)`, the padding of a motion branch) is no
+// made input, however large its error: nothing of its values reaches the op.
+TEST(ModuleShadowTest, NamesEveryInputsMakerAndSkipsAnInputReadOnlyForItsShape) {
+  jit::Module root("Motion");
+  root.define(R"JIT(
+def forward(self, x):
+    g = x + 1000.0
+    d = g - g.mean(1, keepdim=True)
+    return torch.zeros_like(d) + x
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  torch::manual_seed(0);
+  const at::Tensor x = torch::rand({2, 16}).to(at::kHalf).to(at::kFloat);
+  const DtypePolicy policy = Fp16Emulated();
+  PackageObserver fp32(Fp32Policy(), true), fp16(policy, true);
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    Forward(root, *instrumentation, fp32, x);
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, policy, &recorded);
+  compared.MeasureMadeInputs();
+  {
+    ModuleShadow::ActiveScope active(compared);
+    Forward(root, *instrumentation, fp16, x);
+  }
+  const std::vector<IsolatedError> errors = compared.Errors();
+  const auto sub =
+      std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) { return e.op == "aten::sub"; });
+  ASSERT_NE(sub, errors.end());
+  const std::vector<std::pair<std::string, std::string>> makers = {{"m", "aten::add"}, {"m", "aten::mean"}};
+  EXPECT_EQ(sub->input_makers, makers);
+  // d's error is many times the subtraction's precision, but only zeros_like takes it.
+  EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site;
 }
 
 // Under FP8 storage a norm's affine weight predicts 2^-2 of error, yet a norm that cancels

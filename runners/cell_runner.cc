@@ -325,9 +325,11 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   for (const IsolatedError& c : causes) {
     keep(c.module, c.op);
     if (!IsCancellingSum(c)) continue;
-    // Only a sum that made its input rounds it: an op between them (`* 1.0`, a clone),
+    // Only a sum that made an input rounds it: an op between them (`* 1.0`, a clone),
     // kept too, would hand the sum an exact copy of the rounded value, hiding it.
-    if (IsElementwiseSum(c.input_maker_op)) keep(c.input_maker_module, c.input_maker_op);
+    for (const auto& [module, op] : c.input_makers) {
+      if (IsSumOrMean(op)) keep(module, op);
+    }
     if (c.Excess() < kCauseExcess) ++sums;
   }
   // A compute part's reference keeps the FP8 weights: a module island's FP32 ones differ.
@@ -377,18 +379,29 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
 // makers of an input at kCauseExcess) are first kept in FP32 by one more run
 // compared with `golden` (the FP32 golden, or the compute part's reference frames)
 // (KeptOpsLeaveTheError): when they do not make the error, rounding alone is asked of that
-// run.
+// run. A cell past `wider` on another metric than the one its reason names gets that
+// metric in `past_the_band` ("max_abs 0.117 > 0.1004 at 2x its error").
 Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictInputs::*slot,
                             const ToleranceProfile& wider, const ComparisonMetrics& metrics,
                             const PipelineSpec& spec, int steps, ModelCache* models, const Golden& golden,
                             const DtypePolicy* reference, std::optional<ErrorProducer>& producer,
-                            std::string& judged_by) {
+                            std::string& judged_by, std::string& past_the_band) {
   VerdictInputs plain = in;
   plain.expected_to_fail = false;
   if (DecideVerdict(plain).status != CellStatus::kFail) return Status::Ok();
   const std::optional<ToleranceViolation> broken = FirstViolation(*(in.*slot), metrics);
   plain.*slot = &wider;
-  if (!broken || DecideVerdict(plain).status != CellStatus::kPass) return Status::Ok();
+  if (!broken) return Status::Ok();
+  if (DecideVerdict(plain).status != CellStatus::kPass) {
+    // The reason names the first metric broken, which may be within the band: say which is not.
+    const std::optional<ToleranceViolation> past = FirstViolation(wider, metrics);
+    if (past && past->bound.metric != broken->bound.metric) {
+      char factor[16];
+      std::snprintf(factor, sizeof factor, "%g", kSensitiveModelErrorFactor);
+      past_the_band = past->Reason() + " at " + factor + "x its error";
+    }
+    return Status::Ok();
+  }
   std::vector<IsolatedError> causes;
   StatusOr<ErrorProducer> located =
       LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes, reference);
@@ -526,6 +539,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string compute_note;                       // the compute part's figure, or why it was not judged
   std::optional<ErrorProducer> producer;          // when located before the verdict
   std::optional<ErrorProducer> compute_producer;  // the compute part's, against its reference
+  std::string past_the_band;  // JudgeASensitiveModel: the metric past 2x, when not the reason's
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
@@ -583,9 +597,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
     if (bound->sensitive_model && in.metrics != nullptr) {
-      FG_RETURN_IF_ERROR(JudgeASensitiveModel(in, &VerdictInputs::tolerance, *bound->sensitive_model,
-                                              *in.metrics, spec, outcome->sampler.steps, models,
-                                              *golden->golden, nullptr, producer, result.judged_by));
+      FG_RETURN_IF_ERROR(JudgeASensitiveModel(
+          in, &VerdictInputs::tolerance, *bound->sensitive_model, *in.metrics, spec, outcome->sampler.steps,
+          models, *golden->golden, nullptr, producer, result.judged_by, past_the_band));
     }
     const CellStatus without_part = DecideVerdict(in).status;
     if (bound->compute_part && (without_part == CellStatus::kPass || without_part == CellStatus::kXpass)) {
@@ -606,7 +620,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
           FG_RETURN_IF_ERROR(JudgeASensitiveModel(
               in, &VerdictInputs::compute_tolerance, *bound->compute_part->sensitive_model, *compute_metrics,
               spec, outcome->sampler.steps, models, part_frames, &bound->compute_part->reference,
-              compute_producer, result.judged_by));
+              compute_producer, result.judged_by, past_the_band));
         }
         char psnr[32];
         std::snprintf(psnr, sizeof psnr, "%.2f dB", compute_metrics->video.min_psnr);
@@ -631,6 +645,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   const Verdict verdict = DecideVerdict(in);
   result.status = verdict.status;
   result.reason = verdict.reason;
+  if (result.status == CellStatus::kFail && !past_the_band.empty()) result.reason += "; " + past_the_band;
   result.error_class = verdict.error_class;
   if (!kernel_fallbacks.empty() && outcome->kind != RunEnd::kUnsupported) {
     // A failure found with the op in FP32 is the model's on any device that has the

@@ -183,7 +183,11 @@ std::string IslandKeepingInFp32(const std::string& module, const std::string& op
 }
 
 bool IsElementwiseSum(const std::string& op) {
-  return op == "aten::add" || op == "aten::sub" || op == "aten::rsub";
+  return op == "aten::add" || op == "aten::sub" || op == "aten::rsub" || op == "aten::diff";
+}
+
+bool IsSumOrMean(const std::string& op) {
+  return IsElementwiseSum(op) || op == "aten::mean" || op == "aten::sum";
 }
 
 bool IsCancellingSum(const IsolatedError& error) {

@@ -30,8 +30,12 @@ constexpr double kCauseExcess = 2;
 // the inputs it hands on: one at this many times its precision is the search's note.
 constexpr double kCancellingSumExcess = 1.5;
 
-// Whether `op` is an elementwise sum: aten::add, aten::sub, aten::rsub.
+// Whether `op` is an elementwise sum: aten::add, aten::sub, aten::rsub, aten::diff (the
+// difference of neighbours along a dimension, a frame difference).
 bool IsElementwiseSum(const std::string& op);
+// An elementwise sum or a reduction that sums (aten::mean, aten::sum): the makers of a
+// cancelling sum's inputs kept in FP32 with it (`g - g.mean(2)`).
+bool IsSumOrMean(const std::string& op);
 
 // Whether `error` is an elementwise sum at kCancellingSumExcess or more.
 bool IsCancellingSum(const IsolatedError& error);
