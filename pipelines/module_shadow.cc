@@ -16,7 +16,15 @@ namespace {
 
 thread_local ModuleShadow* active_shadow = nullptr;
 
+// The key of an op at `path` ("path\top"); a SiteKey adds "\tk", the call's ordinal.
 std::string SiteName(const std::string& path, const std::string& op) { return path + "\t" + op; }
+
+// The op a SiteName or SiteKey names.
+OpSite SiteOfKey(const std::string& key) {
+  const size_t tab = key.find('\t'), ordinal = key.find('\t', tab + 1);
+  return {key.substr(0, tab),
+          key.substr(tab + 1, ordinal == std::string::npos ? ordinal : ordinal - tab - 1)};
+}
 
 // The unit roundoff of a value held in `dtype`.
 double UnitRoundoff(c10::ScalarType dtype) {
@@ -204,8 +212,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     const double ref_norm = ref.norm().item<double>();
     const double error =
         ref_norm > 0 ? (value.detach().to(at::kDouble) - ref).norm().item<double>() / ref_norm : 0.0;
-    const MadeInput input{error / maker->predicted, SiteName(path, site.op), error, maker->site};
-    const std::string maker_op = maker->site.substr(maker->site.find('\t') + 1);
+    const MadeInput input{error / maker->predicted, OpSite{path, site.op}, error, maker->site};
+    const std::string& maker_op = maker->site.op;
     if (std::isfinite(error) && input.excess > worst_made_input_.excess) worst_made_input_ = input;
     if (std::isfinite(error) && (maker_op == "aten::add_" || maker_op == "aten::sub_") &&
         input.excess > worst_input_of_a_sum_in_place_.excess) {
@@ -238,7 +246,7 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
         const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
         predicted = std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff);
       }
-      makers_.Put(out, {SiteName(path, site.op), predicted});
+      makers_.Put(out, {OpSite{path, site.op}, predicted});
     }
     if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.site.empty())
       makers_.Put(out, copy_maker_);
@@ -276,15 +284,13 @@ std::string ModuleShadow::RoundedCancellingNorm() const {
   if (reference_ == nullptr) return "";
   for (const auto& [key, input] : reference_->norm_inputs_) {
     if (input.offset < kCancellingOffset) continue;
-    const size_t maker_tab = input.maker.find('\t');
-    const std::string maker_module = input.maker.substr(0, maker_tab);
-    const std::string maker_op = maker_tab == std::string::npos ? "" : input.maker.substr(maker_tab + 1);
-    if (!maker_op.empty() && InFp32Op(policy_, maker_module, maker_op)) continue;
-    const size_t tab = key.find('\t'), ordinal = key.rfind('\t');
+    const OpSite& maker = input.maker;
+    if (!maker.empty() && InFp32Op(policy_, maker.module, maker.op)) continue;
+    const OpSite norm = SiteOfKey(key);
     char offset[32];
     std::snprintf(offset, sizeof offset, "%.0fx", input.offset);
-    return key.substr(0, tab) + " (" + key.substr(tab + 1, ordinal - tab - 1) + ") takes an input" +
-           (maker_op.empty() ? "" : " from " + maker_module + " (" + maker_op + ")") + " whose mean is " +
+    return norm.module + " (" + norm.op + ") takes an input" +
+           (maker.empty() ? "" : " from " + maker.module + " (" + maker.op + ")") + " whose mean is " +
            offset + " its spread, rounded outside FP32: the norm returns that rounding at full scale";
   }
   return "";
@@ -302,7 +308,7 @@ void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& sit
   NormInput& input = norm_inputs_[SiteKey(path, site.op, /*upcoming=*/true)];
   if (offset <= input.offset) return;
   const Maker* maker = makers_.Find(value);
-  input = NormInput{offset, maker != nullptr ? maker->site : ""};
+  input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}};
 }
 
 void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
@@ -323,10 +329,10 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
   std::vector<IsolatedError> out;
   for (const auto& [name, sums] : errors_) {
     if (sums.calls == 0) continue;
-    const size_t tab = name.find('\t'), ordinal = name.rfind('\t');
+    const OpSite site = SiteOfKey(name);
     IsolatedError e;
-    e.module = name.substr(0, tab);
-    e.op = name.substr(tab + 1, ordinal - tab - 1);
+    e.module = site.module;
+    e.op = site.op;
     e.calls = sums.calls;
     e.error = sums.nonfinite > 0 ? std::numeric_limits<double>::infinity()
               : sums.ref > 0     ? std::sqrt(sums.diff / sums.ref)
@@ -334,17 +340,10 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     e.saturated_weight = sums.saturated_weight;
     const auto norm = reference_->norm_inputs_.find(name);
     if (norm != reference_->norm_inputs_.end()) e.input_offset = norm->second.offset;
-    for (const std::string& maker : sums.input_makers) {
-      const size_t maker_tab = maker.find('\t');
-      e.input_makers.push_back({maker.substr(0, maker_tab), maker.substr(maker_tab + 1)});
-    }
-    const std::string& maker = norm != reference_->norm_inputs_.end() ? norm->second.maker
-                               : sums.input_makers.empty()            ? std::string()
-                                                                      : sums.input_makers.front();
-    if (const size_t maker_tab = maker.find('\t'); maker_tab != std::string::npos) {
-      e.input_maker_module = maker.substr(0, maker_tab);
-      e.input_maker_op = maker.substr(maker_tab + 1);
-    }
+    e.input_makers = sums.input_makers;
+    e.input_maker = norm != reference_->norm_inputs_.end() ? norm->second.maker
+                    : sums.input_makers.empty()            ? OpSite{}
+                                                           : sums.input_makers.front();
     // A norm that cancels its input's offset returns the compute's rounding of that input
     // at offset x its precision: judged against the compute's precision, not against its
     // affine weights' storage (an FP8 format's 2^-2 would hide a 49x cancellation).

@@ -48,7 +48,6 @@
 #include <set>
 #include <string>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 #include "pipelines/dtype_policy.h"
@@ -56,6 +55,14 @@
 #include "pipelines/storage_map.h"
 
 namespace framegate {
+
+// An op at a module's own level: module "denoiser.mix", op "aten::sub"; empty when none.
+struct OpSite {
+  std::string module;
+  std::string op;
+  bool empty() const { return op.empty(); }
+  bool operator==(const OpSite& other) const { return module == other.module && op == other.op; }
+};
 
 // One site's isolated error over the probed calls.
 struct IsolatedError {
@@ -73,10 +80,10 @@ struct IsolatedError {
   // observed). Other sites: offset 0, and the op that made their first input made by an
   // op, in the run under the policy (empty when none).
   double input_offset = 0;
-  std::string input_maker_module, input_maker_op;
-  // Every op that made one of its inputs in the run under the policy, (module, op), in
-  // the order first seen (kCompare).
-  std::vector<std::pair<std::string, std::string>> input_makers;
+  OpSite input_maker;
+  // Every op that made one of its inputs in the run under the policy, in the order first
+  // seen (kCompare).
+  std::vector<OpSite> input_makers;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
 };
@@ -130,15 +137,15 @@ class ModuleShadow : public GraphObserver {
   std::string RoundedCancellingNorm() const;
   // kCompare: of the op inputs that an op of the same forward made, the one whose relative
   // L2 error (against the FP32 run) is the most times what its maker's precision predicts:
-  // that ratio, the site that took it ("denoiser.mix\taten::conv3d") and its error. Each
+  // that ratio, the site that took it (denoiser.mix, aten::conv3d) and its error. Each
   // op is fed its FP32 inputs, so such an input carries its maker's error, relative to the
   // part this op takes (a slice), plus what ops the shadow does not isolate (in place) did
   // to it since: at 2x or more, an error was made where no op's isolated error shows it.
   struct MadeInput {
     double excess = 0;
-    std::string site;
+    OpSite site;
     double error = 0;
-    std::string maker;  // "decoder\taten::sub_": the op that last wrote it
+    OpSite maker;  // the op that last wrote it (decoder, aten::sub_)
   };
   const MadeInput& worst_made_input() const { return worst_made_input_; }
   // kCompare: the same, of the inputs last written by an add or subtract in place
@@ -184,11 +191,11 @@ class ModuleShadow : public GraphObserver {
     // The unit roundoff of the dtype its inputs were fed in: an op in FP32 (an island)
     // fed from outside its island takes them rounded to the policy's dtype.
     double input_roundoff = 0;
-    std::vector<std::string> input_makers;  // "path\top": IsolatedError::input_makers (kCompare)
+    std::vector<OpSite> input_makers;  // IsolatedError::input_makers (kCompare)
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
     double offset = 0;
-    std::string maker;  // "path\top"
+    OpSite maker;
   };
   std::string Key(const std::string& path, const std::string& op, char direction, int index);
   // The site of the call of `op` at `path` that is under way ("path\top\tk": the k-th call
@@ -221,7 +228,7 @@ class ModuleShadow : public GraphObserver {
   std::map<std::string, double> weight_absmax_;   // SiteKey -> largest |weight| (kRecord)
   std::map<std::string, NormInput> norm_inputs_;  // SiteKey -> its input (kRecord)
   struct Maker {
-    std::string site;      // "path\top"
+    OpSite site;
     double predicted = 0;  // its PredictedError when made inputs are measured, else 0
   };
   StorageMap<Maker> makers_;  // storage -> the op that last wrote it

@@ -101,8 +101,7 @@ TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
   EXPECT_DOUBLE_EQ(errors.front().predicted, std::ldexp(1.0, -11));
   EXPECT_GT(errors.front().Excess(), 50);
   // What made the subtraction's input, whose rounding it cancels: the add before it.
-  EXPECT_EQ(errors.front().input_maker_module, "m.second");
-  EXPECT_EQ(errors.front().input_maker_op, "aten::add");
+  EXPECT_EQ(errors.front().input_maker, (OpSite{"m.second", "aten::add"}));
   for (const IsolatedError& e : errors) {  // the carriers are within a few roundoffs
     if (e.module == "m.third" || e.module == "m.first") {
       EXPECT_LT(e.Excess(), 4) << e.module << " " << e.op;
@@ -272,15 +271,13 @@ def forward(self, x):
   EXPECT_EQ(top.op, "aten::layer_norm");
   EXPECT_GT(top.Excess(), 8);
   EXPECT_GT(top.input_offset, kCancellingOffset);
-  EXPECT_EQ(top.input_maker_module, "m.drift");
-  EXPECT_EQ(top.input_maker_op, "aten::add");
+  EXPECT_EQ(top.input_maker, (OpSite{"m.drift", "aten::add"}));
   int centred = 0;
   for (const IsolatedError& e : errors) {
     if (e.module != "m.centred" || e.op != "aten::layer_norm") continue;
     ++centred;
     EXPECT_LT(e.input_offset, 2);  // the norm of a centred input: rms and std alike
-    EXPECT_EQ(e.input_maker_module, "m");
-    EXPECT_EQ(e.input_maker_op, "aten::sub");
+    EXPECT_EQ(e.input_maker, (OpSite{"m", "aten::sub"}));
   }
   EXPECT_EQ(centred, 1);
 }
@@ -317,10 +314,10 @@ def forward(self, x):
   const auto sub =
       std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) { return e.op == "aten::sub"; });
   ASSERT_NE(sub, errors.end());
-  const std::vector<std::pair<std::string, std::string>> makers = {{"m", "aten::add"}, {"m", "aten::mean"}};
+  const std::vector<OpSite> makers = {{"m", "aten::add"}, {"m", "aten::mean"}};
   EXPECT_EQ(sub->input_makers, makers);
   // d's error is many times the subtraction's precision, but only zeros_like takes it.
-  EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site;
+  EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site.module;
 }
 
 // Under FP8 storage a norm's affine weight predicts 2^-2 of error, yet a norm that cancels

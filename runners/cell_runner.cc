@@ -327,8 +327,8 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
     if (!IsCancellingSum(c)) continue;
     // Only a sum that made an input rounds it: an op between them (`* 1.0`, a clone),
     // kept too, would hand the sum an exact copy of the rounded value, hiding it.
-    for (const auto& [module, op] : c.input_makers) {
-      if (IsSumOrMean(op)) keep(module, op);
+    for (const OpSite& maker : c.input_makers) {
+      if (IsSumOrMean(maker.op)) keep(maker.module, maker.op);
     }
     if (c.Excess() < kCauseExcess) ++sums;
   }

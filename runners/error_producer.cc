@@ -101,7 +101,7 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
                   Fp8MaxFinite(*Fp8FormatOf(spec.policy.storage)));
     producer.note = text;
   }
-  if (top.input_offset >= kCancellingOffset && !top.input_maker_module.empty()) {
+  if (top.input_offset >= kCancellingOffset && !top.input_maker.empty()) {
     // The norm returns the rounding of its input's offset: the maker of the offset made it.
     char text[320];
     std::snprintf(text, sizeof text,
@@ -110,8 +110,8 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
                   top.module.c_str(), top.op.c_str(), top.input_offset);
     producer.norm_module = top.module;
     producer.norm_op = top.op;
-    producer.module = top.input_maker_module;
-    producer.op = top.input_maker_op;
+    producer.module = top.input_maker.module;
+    producer.op = top.input_maker.op;
     producer.note = text;
   }
   if (producer.norm_module.empty()) {
@@ -120,26 +120,22 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
     if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
   }
   if (const ModuleShadow::MadeInput& input = compared.worst_made_input(); input.excess >= kCauseExcess) {
-    const size_t tab = input.site.find('\t');
     char text[400];
     std::snprintf(text, sizeof text,
                   "%s (%s) takes an input with an error of %.3g, %.0fx what the precision of the op "
                   "that made it predicts: it was made where no op's isolated error shows it (an op in "
                   "place, or a slice of a much larger value)",
-                  input.site.substr(0, tab).c_str(), input.site.substr(tab + 1).c_str(), input.error,
-                  input.excess);
+                  input.site.module.c_str(), input.site.op.c_str(), input.error, input.excess);
     producer.note += std::string(producer.note.empty() ? "" : "; ") + text;
     // Its maker, unless in place, can be kept in FP32: a cause at that input's excess (its
     // isolated error spreads over the probed calls; the input is one call's).
-    const size_t maker_tab = input.maker.find('\t');
-    const std::string maker_module = input.maker.substr(0, maker_tab);
-    const std::string maker_op = maker_tab == std::string::npos ? "" : input.maker.substr(maker_tab + 1);
-    const auto same = [&](const IsolatedError& e) { return e.module == maker_module && e.op == maker_op; };
-    if (!maker_op.empty() && maker_op.back() != '_' && std::none_of(causes->begin(), causes->end(), same)) {
+    const OpSite& maker = input.maker;
+    const auto same = [&](const IsolatedError& e) { return e.module == maker.module && e.op == maker.op; };
+    if (!maker.empty() && maker.op.back() != '_' && std::none_of(causes->begin(), causes->end(), same)) {
       const auto site = std::find_if(errors.begin(), errors.end(), same);
       IsolatedError made = site != errors.end() ? *site : IsolatedError{};
-      made.module = maker_module;
-      made.op = maker_op;
+      made.module = maker.module;
+      made.op = maker.op;
       made.error = input.error;
       made.predicted = input.error / input.excess;
       causes->push_back(made);
@@ -148,17 +144,16 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
   } else if (const ModuleShadow::MadeInput& sum = compared.worst_input_of_a_sum_in_place();
              sum.excess >= kCancellingSumExcess) {
     // A sum in place has no isolated error of its own; kept in FP32 it cannot be.
-    const size_t tab = sum.site.find('\t'), maker_tab = sum.maker.find('\t');
     char text[480];
     std::snprintf(text, sizeof text,
                   "%s (%s) takes an input with an error of %.3g, %.2fx what the precision of %s (%s) "
                   "predicts, a sum written in place: it cancels its rounded input",
-                  sum.site.substr(0, tab).c_str(), sum.site.substr(tab + 1).c_str(), sum.error, sum.excess,
-                  sum.maker.substr(0, maker_tab).c_str(), sum.maker.substr(maker_tab + 1).c_str());
+                  sum.site.module.c_str(), sum.site.op.c_str(), sum.error, sum.excess,
+                  sum.maker.module.c_str(), sum.maker.op.c_str());
     producer.note += std::string(producer.note.empty() ? "" : "; ") + text;
     if (!NamesACause(producer)) {  // the sum made the error, not the top op
-      producer.module = sum.maker.substr(0, maker_tab);
-      producer.op = sum.maker.substr(maker_tab + 1);
+      producer.module = sum.maker.module;
+      producer.op = sum.maker.op;
       producer.isolated_error = sum.error;
       producer.predicted_error = sum.error / sum.excess;
     }
