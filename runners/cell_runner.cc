@@ -298,7 +298,7 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
 // Whether the ops of `causes` (a search's: at kCauseExcess or more, or cancelling sums)
 // do not make the error that breaks `broken`'s bound of `profile` against `golden`: one
 // run of the cell with each kept in FP32 (IslandKeepingInFp32; a cancelling sum with the
-// sum that made its input, whose rounding it cancels) still breaks `profile`, with at least
+// sums and means that made its inputs, whose rounding it cancels) still breaks `profile`, with at least
 // kNamedOpsErrorShare of that error. Then the every-step search of that run (against
 // `reference` with the same islands, for a compute part) when it shows rounding alone, with
 // `kept` saying what the run showed; nullopt otherwise. A cause that saturates FP8 weights
