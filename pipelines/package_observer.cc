@@ -102,7 +102,8 @@ void PackageObserver::AddUnconverted(const at::Tensor& value) {
 }
 
 c10::ScalarType PackageObserver::RunDtypeOf(const at::Tensor& value) const {
-  if (!policy_.emulate_fp16) return value.scalar_type();
+  // A bool or integer tensor (a mask buffer) is held in its own dtype under any policy.
+  if (!policy_.emulate_fp16 || !value.is_floating_point()) return value.scalar_type();
   const c10::ScalarType dtype = would_be_.Of(value);
   return dtype == c10::ScalarType::Undefined ? would_be_.reduced() : dtype;
 }

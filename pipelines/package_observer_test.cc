@@ -287,6 +287,33 @@ def forward(self, x):
   EXPECT_FLOAT_EQ(out[0][0].item<float>(), 10000.0f);
 }
 
+// A bool mask keeps its dtype under the emulation: library code that branches on it
+// (`if mask.dtype == torch.bool:` an additive mask from masked_fill, `elif
+// mask.is_floating_point():` ..., else raise: here a sentinel) takes the bool side, as a real
+// FP16 run does. (11 is torch.bool.)
+TEST(PackageObserverTest, Fp16EmulationABranchOnABoolMasksDtypeTakesTheBoolSide) {
+  Emulated masked(R"JIT(
+def forward(self, x, mask: Tensor):
+    s = torch.linear(x, self.w)
+    if mask.dtype == 11:
+        add = torch.zeros(mask.shape, dtype=s.dtype).masked_fill(~mask, -10000.0)
+    elif mask.is_floating_point():
+        add = mask.to(s.dtype)
+    else:
+        add = s * 0.0 + 12345.0
+    return s + add
+)JIT");
+  const ScopedPlainGraphExecution plain;
+  const torch::NoGradGuard no_grad;
+  const GraphInstrumentation::ActiveScope scope(*masked.instrumentation, masked.observer);
+  masked.observer.BeginForward();
+  const at::Tensor mask = torch::tensor({true, true, false, true});
+  const at::Tensor out =
+      masked.module.forward({masked.observer.EnterRoot("m", torch::ones({2, 8}), false), mask}).toTensor();
+  EXPECT_LT(out[0][2].item<float>(), -9000.0f) << out;      // masked out
+  EXPECT_LT(out[0][0].abs().item<float>(), 100.0f) << out;  // kept (the sentinel adds 12345)
+}
+
 // A fill's constant out of FP16's range (masked_fill(mask, -1e9)) raises in a real FP16
 // run, where the emulation would only have rounded it to -Inf; an infinity fills.
 TEST(PackageObserverTest, Fp16EmulationRaisesWhereAFillConstantOverflowsFp16) {

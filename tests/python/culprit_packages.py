@@ -526,6 +526,31 @@ class SteepTwinDenoiser(nn.Module):
         return self.conv_out(torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1))
 
 
+class BoolMaskAttentionDenoiser(nn.Module):
+    """Healthy: torch.nn.MultiheadAttention over tokens with a bool key_padding_mask and a
+    bool causal attn_mask (buffers), whose library code branches on the masks' dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 16, 1)
+        self.attention = nn.MultiheadAttention(16, 4, batch_first=True)
+        self.conv_out = nn.Conv3d(16, 4, 1)
+        tokens = 2 * 8 * 8
+        padding = torch.zeros(1, tokens, dtype=torch.bool)
+        padding[0, -8:] = True
+        self.register_buffer("padding", padding)
+        self.register_buffer("causal", torch.ones(tokens, tokens, dtype=torch.bool).triu(1))
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        b, c, f, hh, ww = h.shape
+        tokens = h.flatten(2).transpose(1, 2)
+        attended, _ = self.attention(tokens, tokens, tokens, key_padding_mask=self.padding.expand(b, -1),
+                                     attn_mask=self.causal, need_weights=False)
+        h = h + attended.transpose(1, 2).reshape(b, c, f, hh, ww)
+        return self.conv_out(h)
+
+
 class Steep32Decoder(Decoder):
     def forward(self, z):
         up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
@@ -612,6 +637,7 @@ PACKAGES = [
     (3, "motion-tdiff", lambda: MotionDiffDenoiser("diff"), dict(decoder_class=Steep32Decoder)),
     (3, "motion-center", lambda: MotionDiffDenoiser("center"), dict(decoder_class=Steep32Decoder)),
     (3, "steep-twin", SteepTwinDenoiser, dict(decoder_class=SteepDecoder)),
+    (3, "bool-mask-attention", BoolMaskAttentionDenoiser, {}),
     (3, "frozen-table", lambda: TableDenoiser(plain=False), dict(frozen=True)),
 ]
 

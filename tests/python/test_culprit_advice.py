@@ -53,7 +53,8 @@ def packages(tmp_path_factory):
     for name in ("cancel-shift", "root-logits", "drift-norm", "token-shift", "named-tuple", "plain-table", "buffer-table",
                  "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder", "inplace-cancel",
                  "steep-whisper", "unshift", "inplace-whisper", "fp8-cancel", "sum-cancel",
-                 "inplace-sum-cancel", "motion-diff", "motion-tdiff", "motion-center", "steep-twin"):
+                 "inplace-sum-cancel", "motion-diff", "motion-tdiff", "motion-center", "steep-twin",
+                 "bool-mask-attention"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -457,3 +458,11 @@ def test_a_fail_past_2x_on_another_metric_than_its_reason_names_that_metric(pack
     assert cell["reason"].startswith("min_psnr "), cell["reason"]
     assert cell["reason"].endswith("; max_abs %g > 0.1004 at 2x its error" % metrics["max_abs"]), cell["reason"]
     assert cell["judged_by"] == "profile fp16-emulated", cell["judged_by"]
+
+
+def test_a_bool_mask_keeps_its_dtype_under_fp16_emulation(packages, tmp_path):
+    # torch.nn.MultiheadAttention checks its masks' dtype (`mask.dtype == torch.bool`, else
+    # is_floating_point, else it raises): the emulation holds a bool mask as bool, as a real
+    # FP16 run does, so the healthy cell passes (it was an ERROR: the dtype read was FP16).
+    cell = one_cell(packages, tmp_path, "bool-mask-attention", "fp16-emulated", returncodes=(0,))
+    assert cell["status"] == "PASS", cell
