@@ -138,24 +138,46 @@ double MeanAbsChange(const float* a, const float* b, int64_t n) {
   return AbsChangeSum(a, b, n) / static_cast<double>(n);
 }
 
-// The defect of frame t alone (and beside frame t - 1 for frozen). The checks that the
-// tensor version made one after the other are made in as few passes as they can be.
-FrameDefect FrameDefectOf(const VideoView& frames, const VideoView* golden, bool decoded_nonfinite, int64_t t,
-                          const FrameHealthThresholds& th) {
-  const int64_t n = frames.height * frames.width * frames.channels;
-  const float* x = frames.Frame(t).data;
-  const FrameTally tally =
-      Tally(x, n, static_cast<float>(th.dark_value), static_cast<float>(th.bright_value));
-  // A sum of finite float32 values in double neither overflows nor becomes NaN: it is
-  // not finite exactly when a value is not.
-  if (decoded_nonfinite || !std::isfinite(tally.sum)) return FrameDefect::kNonfinite;
-  if (Fraction(tally.dark, n) >= th.covered_fraction) return FrameDefect::kBlack;
-  if (Fraction(tally.bright, n) >= th.covered_fraction) return FrameDefect::kWhite;
+// Whether a frame of n values is black, white or flat (`dark`, `bright`: the fractions of
+// its values covered; `flat`: its standard deviation under this), from its tally.
+struct Looks {
+  bool black = false, white = false, uniform = false;
+};
+Looks LooksOf(const float* x, int64_t n, const FrameTally& tally, double covered, double flat) {
+  Looks looks;
+  looks.black = Fraction(tally.dark, n) >= covered;
+  looks.white = Fraction(tally.bright, n) >= covered;
   // Standard deviation with Bessel's correction (n - 1), two passes in double, rounded to
   // float32 as LibTorch's std() of a float32 tensor is; NaN for n <= 1.
   const double mean = tally.sum / static_cast<double>(n);
   const double var = SquaredDeviations(x, n, mean) / static_cast<double>(std::max<int64_t>(0, n - 1));
-  if (static_cast<float>(std::sqrt(var)) < th.uniform_std) return FrameDefect::kUniform;
+  looks.uniform = static_cast<float>(std::sqrt(var)) < flat;
+  return looks;
+}
+
+// The defect of frame t alone (and beside frame t - 1 for frozen). The checks that the
+// tensor version made one after the other are made in as few passes as they can be. A
+// golden frame that looks (nearly) the same way excuses black, white and uniform: a night
+// sky, a fade from black, snow are what the model makes.
+FrameDefect FrameDefectOf(const VideoView& frames, const VideoView* golden, bool decoded_nonfinite, int64_t t,
+                          const FrameHealthThresholds& th) {
+  const int64_t n = frames.height * frames.width * frames.channels;
+  const float* x = frames.Frame(t).data;
+  const float dark = static_cast<float>(th.dark_value), bright = static_cast<float>(th.bright_value);
+  const FrameTally tally = Tally(x, n, dark, bright);
+  // A sum of finite float32 values in double neither overflows nor becomes NaN: it is
+  // not finite exactly when a value is not.
+  if (decoded_nonfinite || !std::isfinite(tally.sum)) return FrameDefect::kNonfinite;
+  const Looks looks = LooksOf(x, n, tally, th.covered_fraction, th.uniform_std);
+  Looks golden_looks;
+  if (golden != nullptr && (looks.black || looks.white || looks.uniform)) {
+    const float* g = golden->Frame(t).data;
+    golden_looks =
+        LooksOf(g, n, Tally(g, n, dark, bright), th.golden_covered_fraction, th.golden_uniform_std);
+  }
+  if (looks.black && !golden_looks.black) return FrameDefect::kBlack;
+  if (looks.white && !golden_looks.white) return FrameDefect::kWhite;
+  if (looks.uniform && !golden_looks.uniform && !looks.black && !looks.white) return FrameDefect::kUniform;
   if (golden != nullptr && t > 0 && MeanAbsChange(x, frames.Frame(t - 1).data, n) <= th.frozen_change &&
       MeanAbsChange(golden->Frame(t).data, golden->Frame(t - 1).data, n) >= th.golden_moving_change) {
     return FrameDefect::kFrozen;

@@ -9,6 +9,9 @@
 //   black      at least 99% of the values <= 0.05
 //   white      at least 99% of the values >= 0.95
 //   uniform    standard deviation < 0.01 (a flat frame of any colour)
+//   (none of these three where the golden's frame is so too, by the looser
+//   golden_covered_fraction 0.9 and golden_uniform_std 0.02: a night sky, a fade from
+//   black, snow, a candidate a little past a threshold that its golden is near)
 //   frozen     frame t (t >= 1) differs from frame t-1 by a mean |change| <= 1e-3 while
 //              the golden's frames t-1 -> t change by >= 1e-2 (needs the golden)
 // The comparisons are those LibTorch made when the checks were tensor expressions
@@ -27,6 +30,7 @@ namespace framegate {
 struct FrameHealthThresholds {
   double dark_value = 0.05, bright_value = 0.95, covered_fraction = 0.99;
   double uniform_std = 0.01;
+  double golden_covered_fraction = 0.9, golden_uniform_std = 0.02;
   double frozen_change = 1e-3, golden_moving_change = 1e-2;
 };
 

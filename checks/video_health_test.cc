@@ -62,6 +62,40 @@ TEST(VideoHealthTest, CountsNanAndInfPerFrameInTheDecoderRange) {
   EXPECT_EQ(CountNonfinite(odd.data(), 37).nan, 1);
 }
 
+// A frame as dark, as bright or as flat as its golden's is what the model makes (a night
+// sky, a fade from black, snow), not a broken frame; one that became so is.
+TEST(VideoHealthTest, AGoldenFrameThatLooksTheSameExcusesBlackWhiteAndUniform) {
+  Video night(2, 0.02f);  // black; a few stars on frame 1
+  for (int i = 0; i < 40; ++i) night.Frame(1)[i * 37] = 0.9f;
+  EXPECT_EQ(Assess(night, night.View()).defect, FrameDefect::kNone);
+  EXPECT_EQ(Assess(night, VideoView{}).defect, FrameDefect::kBlack);  // no golden: as before
+  Video fade = MovingVideo(2);                                        // from black
+  std::fill(fade.Frame(0), fade.Frame(1), 0.0f);
+  EXPECT_EQ(Assess(fade, fade.View()).defect, FrameDefect::kNone);
+  Video dusk(2, 0.3f);  // flat dark grey, standard deviation 0.008 in the golden
+  Video dusk_golden(2, 0.3f);
+  for (size_t i = 0; i < dusk_golden.values.size(); ++i) dusk_golden.values[i] += (i % 2 ? 0.008f : -0.008f);
+  EXPECT_EQ(Assess(dusk, dusk_golden.View()).defect, FrameDefect::kNone);
+  // Snow: the golden just under 99% bright (98.4%), the candidate just over.
+  Video snow(2, 1.0f), snow_golden(2, 1.0f);
+  const int64_t n = 24 * 24 * 3;
+  for (int64_t t = 0; t < 2; ++t) {
+    for (int64_t i = 0; i < n * 16 / 1000; ++i) snow_golden.Frame(t)[i * 61 % n] = 0.5f;
+    for (int64_t i = 0; i < n * 5 / 1000; ++i) snow.Frame(t)[i * 61 % n] = 0.5f;
+  }
+  EXPECT_EQ(Assess(snow_golden, VideoView{}).defect, FrameDefect::kNone);
+  EXPECT_EQ(Assess(snow, VideoView{}).defect, FrameDefect::kWhite);
+  EXPECT_EQ(Assess(snow, snow_golden.View()).defect, FrameDefect::kNone);
+  // Became so: a moving golden turned black, white or flat is still broken; so is a night
+  // turned white.
+  const Video moving = MovingVideo(2);
+  EXPECT_EQ(Assess(Video(2, 0.0f), moving.View()).defect, FrameDefect::kBlack);
+  EXPECT_EQ(Assess(Video(2, 1.0f), moving.View()).defect, FrameDefect::kWhite);
+  EXPECT_EQ(Assess(Video(2, 0.4f), moving.View()).defect, FrameDefect::kUniform);
+  EXPECT_EQ(Assess(Video(2, 1.0f), night.View()).defect, FrameDefect::kWhite);
+  EXPECT_EQ(Assess(Video(2, 0.4f), night.View()).defect, FrameDefect::kUniform);
+}
+
 TEST(VideoHealthTest, HealthyNanBlackWhiteUniformAndFrozen) {
   const Video golden = MovingVideo();
   const FrameHealth ok = Assess(golden, golden.View());
