@@ -60,14 +60,16 @@ void DtypePropagation::AddInput(const GraphSite& site, int input_index, const at
   }
 }
 
-c10::ScalarType DtypePropagation::OutputDtype(const GraphSite& site) {
+c10::ScalarType DtypePropagation::OutputDtype(const GraphSite& site, c10::ScalarType actual) {
   PendingOp& op = pending_[&site];
   op.output_seen = true;
   switch (site.dtype_argument) {
     case GraphSite::DtypeArgument::kConstant:
       return site.dtype_constant;
+    case GraphSite::DtypeArgument::kWritten:  // read from a tensor when its branch ran
+      return op.dtype_source != c10::ScalarType::Undefined ? op.dtype_source : actual;
     case GraphSite::DtypeArgument::kDynamic:
-      return op.dtype_source != c10::ScalarType::Undefined ? op.dtype_source : reduced_;
+      return reduced_;
     case GraphSite::DtypeArgument::kNone:
       break;
   }

@@ -9,8 +9,10 @@
 //     plain tensor attribute or a graph's tensor constant (module.to(dtype) leaves
 //     both): its own dtype;
 //   - an op with a `dtype` argument: that dtype (a constant such as t.float() or
-//     arange(dtype=float32)), or the would-be dtype of the tensor it is read from
-//     (x.to(like.dtype)); x.type_as(like) and x.to(like) take like's;
+//     arange(dtype=float32), a module attribute, either chosen by an if), or the would-be
+//     dtype of the tensor it is read from (x.to(like.dtype)); one from elsewhere (a
+//     method's argument) is taken to be the reduced dtype; x.type_as(like) and x.to(like)
+//     take like's;
 //   - any other op: its floating inputs' promotion (c10::promoteTypes), where tensors
 //     with dimensions outrank 0-dim ones (fp16 x * a 0-dim float32 tensor stays fp16);
 //     a factory with no tensor input gets the default dtype, float32;
@@ -50,8 +52,9 @@ class DtypePropagation {
   // One input of `site` (its own inputs, list elements, the dtype source) before it runs.
   void AddInput(const GraphSite& site, int input_index, const at::Tensor& value);
   // The would-be dtype of `site`'s outputs, from the inputs added since the node last
-  // ran (each output of one run gets the same answer).
-  c10::ScalarType OutputDtype(const GraphSite& site);
+  // ran (each output of one run gets the same answer); `actual`: the output's own dtype
+  // (a dtype argument written in the model and read from no tensor is that).
+  c10::ScalarType OutputDtype(const GraphSite& site, c10::ScalarType actual);
 
  private:
   struct PendingOp {

@@ -238,6 +238,25 @@ bool IsTensorList(const jit::Value* value) {
   return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
 }
 
+// Whether the dtype `value` is one of values written in the model (constants, module
+// attributes, tensors' dtypes) chosen by ifs; each prim::dtype(v) among them is appended
+// to `reads`.
+bool IsWrittenDtype(jit::Value* value, std::vector<jit::Node*>& reads, int depth = 0) {
+  constexpr int kMaxNestedIfs = 8;
+  jit::Node* producer = value->node();
+  if (producer->kind() == c10::prim::Constant || producer->kind() == c10::prim::GetAttr) return true;
+  if (producer->kind() == c10::prim::dtype) {
+    if (!IsTensor(producer->input(0))) return false;
+    reads.push_back(producer);
+    return true;
+  }
+  if (producer->kind() != c10::prim::If || depth >= kMaxNestedIfs) return false;
+  for (jit::Block* branch : producer->blocks()) {
+    if (!IsWrittenDtype(branch->outputs().at(value->offset()), reads, depth + 1)) return false;
+  }
+  return true;
+}
+
 // Sets site.dtype_argument from the node's argument named "dtype"; a dtype read from a
 // tensor at run time (prim::dtype(v)) gets v hooked.
 void PlanDtypeArgument(const c10::FunctionSchema& schema, NodePlan& plan) {
@@ -253,10 +272,13 @@ void PlanDtypeArgument(const c10::FunctionSchema& schema, NodePlan& plan) {
     }
     return;
   }
-  plan.site.dtype_argument = GraphSite::DtypeArgument::kDynamic;
-  if (producer->kind() == c10::prim::dtype && IsTensor(producer->input(0))) {
-    plan.feeder_inputs.push_back({producer, 0, kDtypeSourceInput});
+  std::vector<jit::Node*> reads;
+  if (!IsWrittenDtype(dtype, reads)) {
+    plan.site.dtype_argument = GraphSite::DtypeArgument::kDynamic;
+    return;
   }
+  plan.site.dtype_argument = GraphSite::DtypeArgument::kWritten;
+  for (jit::Node* read : reads) plan.feeder_inputs.push_back({read, 0, kDtypeSourceInput});
 }
 
 // Sets site.fill_constant from the Scalar argument "value" of a fill (masked_fill with a

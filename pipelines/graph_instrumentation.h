@@ -112,9 +112,13 @@ struct GraphSite {
   // copy_, clamp_): an observer's After must return it unchanged (it may write into it).
   bool in_place = false;
   // kOp only: how the node's argument named "dtype" fixes its output dtype: absent or
-  // None (kNone), a constant (kConstant: `dtype_constant`), or computed at run time
-  // (kDynamic; when it is prim::dtype(v), v is hooked as input kDtypeSourceInput).
-  enum class DtypeArgument { kNone, kConstant, kDynamic };
+  // None (kNone), a constant (kConstant: `dtype_constant`), chosen at run time among
+  // values written in the model (kWritten: constants, module attributes such as
+  // `self.pe_dtype`, tensors' dtypes, through ifs: `dt = h.dtype if low else
+  // torch.float32`; each prim::dtype(v) among them has v hooked as input
+  // kDtypeSourceInput, which runs only when its branch does), or from elsewhere (kDynamic:
+  // a method's argument).
+  enum class DtypeArgument { kNone, kConstant, kWritten, kDynamic };
   DtypeArgument dtype_argument = DtypeArgument::kNone;
   c10::ScalarType dtype_constant = c10::ScalarType::Undefined;
   // kOp only: the constant number aten::masked_fill / masked_fill_ / fill_ writes (-1e9,

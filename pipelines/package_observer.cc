@@ -223,7 +223,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
     if (track_makers_ && !copy_maker_.empty()) makers_.Put(value, copy_maker_);
     if (track_float32_ && !copy_float32_origin_.empty()) float32_origins_.Put(value, copy_float32_origin_);
     if (!policy_.emulate_fp16) return value;
-    const c10::ScalarType dtype = would_be_.OutputDtype(site);
+    const c10::ScalarType dtype = would_be_.OutputDtype(site, value.scalar_type());
     if (IsFloat32(value) && would_be_.Of(value) == c10::ScalarType::Undefined) would_be_.Set(value, dtype);
     return value;
   }
@@ -246,7 +246,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
     if (einsum_.site == &site) einsum_ = EinsumCall{};
     if (matmul_.site == &site) out = EmulateAccumulation(path, site, out);
     if (policy_.emulate_fp16 && out.defined() && out.is_floating_point()) {
-      const c10::ScalarType would_be = would_be_.OutputDtype(site);
+      const c10::ScalarType would_be = would_be_.OutputDtype(site, out.scalar_type());
       const c10::ScalarType dtype = in_island && would_be == would_be_.reduced() ? at::kFloat : would_be;
       out = Emulate(out, dtype, site.op == "aten::to" || site.op == "aten::type_as");
     }

@@ -287,6 +287,35 @@ def forward(self, x):
   EXPECT_FLOAT_EQ(out[0][0].item<float>(), 10000.0f);
 }
 
+// A dtype written in the model and chosen at run time stays what it says: a module
+// attribute (`self.pe_dtype`, torch.float32), or an if between a tensor's dtype and
+// torch.float32 (6), which is the tensor's held FP16 only when that branch runs. Frame
+// positions past 1000 in FP16 lose their fraction (a spacing of 0.5).
+TEST(PackageObserverTest, Fp16EmulationADtypeChosenAtRunTimeIsTheOneWritten) {
+  jit::Module module("M");
+  module.register_attribute("pe_dtype", c10::IntType::get(), static_cast<int64_t>(at::kFloat));
+  module.define(R"JIT(
+def forward(self, x, low: bool):
+    dt = x.dtype if low else 6
+    return torch.stack([torch.arange(2).to(dt) + 1000.2, torch.arange(2).to(self.pe_dtype) + 1000.2])
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(module, "m");
+  PackageObserver observer(EmulatedFp16(), /*on_cpu=*/true);
+  const auto run = [&](bool low) {
+    const ScopedPlainGraphExecution plain;
+    const torch::NoGradGuard no_grad;
+    const GraphInstrumentation::ActiveScope scope(*instrumentation, observer);
+    observer.BeginForward();
+    return module.forward({observer.EnterRoot("m", torch::ones({2, 8}), false), low}).toTensor();
+  };
+  const at::Tensor written = run(false);
+  EXPECT_FLOAT_EQ(written[0][0].item<float>(), 1000.2f) << written;  // float32, as written
+  EXPECT_FLOAT_EQ(written[1][1].item<float>(), 1001.2f) << written;  // the attribute's float32
+  const at::Tensor low = run(true);
+  EXPECT_FLOAT_EQ(low[0][0].item<float>(), 1000.0f) << low;  // x's dtype: FP16
+  EXPECT_FLOAT_EQ(low[1][1].item<float>(), 1001.2f) << low;
+}
+
 // A bool mask keeps its dtype under the emulation: library code that branches on it
 // (`if mask.dtype == torch.bool:` an additive mask from masked_fill, `elif
 // mask.is_floating_point():` ..., else raise: here a sentinel) takes the bool side, as a real
