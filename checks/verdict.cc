@@ -45,6 +45,9 @@ Verdict Decide(const VerdictInputs& in) {
                 std::to_string(h.frames.size()) + " frames",
             ""};
   }
+  if (!in.saturated_weights.empty()) {
+    return {CellStatus::kFail, "FP8 storage saturates weights: " + in.saturated_weights, ""};
+  }
   if (in.metrics == nullptr) return {CellStatus::kUnresolved, in.unresolved, ""};
   if (in.tolerance != nullptr) {
     if (const auto v = FirstViolation(*in.tolerance, *in.metrics)) {

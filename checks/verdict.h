@@ -39,6 +39,9 @@ struct VerdictInputs {
   const ComparisonMetrics* compute_metrics = nullptr;
   const ToleranceProfile* compute_tolerance = nullptr;
   std::string compute_reference;  // "its fp8e4m3 weights computed in FP32"
+  // The weights the policy's FP8 storage saturates, in words ("" when none): a FAIL
+  // whatever the metrics, since the model run is not the trained one.
+  std::string saturated_weights;
   bool expected_to_fail = false;
 };
 

@@ -39,6 +39,22 @@ TEST_F(VerdictTest, PassFailAndExpectedFailureFlip) {
   EXPECT_EQ(DecideVerdict(xfail).status, CellStatus::kXpass);
 }
 
+// Weights that FP8 storage saturates make a cell FAIL whatever its metrics (the model run
+// is not the trained one), after non-finite values and broken frames, with or without a
+// golden.
+TEST_F(VerdictTest, SaturatedFp8WeightsFailACellWhoseMetricsPass) {
+  VerdictInputs in = Finished();
+  ASSERT_EQ(DecideVerdict(in).status, CellStatus::kPass);
+  in.saturated_weights = "denoiser.proj.weight reaches 821 (6.6% of its values beyond 448)";
+  Verdict v = DecideVerdict(in);
+  EXPECT_EQ(v.status, CellStatus::kFail);
+  EXPECT_EQ(
+      v.reason,
+      "FP8 storage saturates weights: denoiser.proj.weight reaches 821 (6.6% of its values beyond 448)");
+  in.metrics = nullptr;
+  EXPECT_EQ(DecideVerdict(in).status, CellStatus::kFail);
+}
+
 // An FP8-storage policy's compute part fails the cell even where its whole error is
 // inside the storage's looser bound; the whole error is reported first.
 TEST_F(VerdictTest, TheComputePartFailsACellItsWholeErrorPasses) {

@@ -1,5 +1,6 @@
 #include "pipelines/model_package.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,7 @@ struct InstrumentedModule {
   torch::jit::Module module;
   std::unique_ptr<GraphInstrumentation> instrumentation;
   std::vector<std::string> complex_cast;  // ApplyPolicy: complex tensors made real ("denoiser.freqs")
+  std::vector<std::string> saturated;     // ApplyPolicy: VideoModel::SaturatedWeights, one per tensor
 };
 
 class TorchScriptModel : public VideoModel {
@@ -78,6 +80,13 @@ class TorchScriptModel : public VideoModel {
   }
   void SetMismatchLog(std::vector<DtypeMismatch>* log) override { observer_.set_mismatch_log(log); }
   std::vector<std::string> TakeIslandInputMakers() override { return observer_.TakeIslandInputMakers(); }
+  std::string SaturatedWeights() const override {
+    std::string text;
+    for (const InstrumentedModule* m : {&denoiser_, &decoder_}) {
+      for (const std::string& weight : m->saturated) text += (text.empty() ? "" : ", ") + weight;
+    }
+    return text;
+  }
   std::string CurrentModule() const override {
     return active_ ? active_->instrumentation->current_path() : "";
   }
@@ -191,6 +200,15 @@ void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device d
     if (made_real) m.complex_cast.push_back(m.root + "." + name);
     at::Tensor placed = made_real ? at::real(value).to(at::kFloat) : value.to(at::kFloat);
     if (fp8 && is_weight && !island) {
+      const double largest = Fp8MaxFinite(*fp8);
+      const at::Tensor beyond = placed.abs() > largest;
+      if (const int64_t count = beyond.sum().item<int64_t>(); count > 0) {
+        char text[320];
+        std::snprintf(text, sizeof text, "%s.%s reaches %.4g (%.3g%% of its values beyond %g)",
+                      m.root.c_str(), name.c_str(), placed.abs().max().item<double>(),
+                      100.0 * count / placed.numel(), largest);
+        m.saturated.push_back(text);
+      }
       placed = DecodeFp8Tensor(EncodeFp8Tensor(placed, *fp8), *fp8, at::kFloat, placed.device());
     }
     if (policy.emulate_fp16 && !island) placed = placed.to(at::kHalf).to(at::kFloat);

@@ -52,6 +52,10 @@ class VideoModel {
   // ("decoder.out_mix:aten::add", op island entries), then forgets them; empty for models
   // without per-op hooks.
   virtual std::vector<std::string> TakeIslandInputMakers() { return {}; }
+  // The weights the policy's FP8 storage saturates (values beyond the format's largest,
+  // which become it), in words: "decoder.post_quant_conv.weight reaches 821 (6.6% of its
+  // values beyond 448)"; "" when none does.
+  virtual std::string SaturatedWeights() const { return ""; }
 };
 
 // An exception `what` raised while `model` ran, classified with the module and op it was

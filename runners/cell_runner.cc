@@ -256,6 +256,7 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   in.first_nonfinite = &result.first_nonfinite;
   in.health = &result.health;
   in.run = first.kind;
+  in.saturated_weights = first.saturated_weights;
   in.error = first.error;
   in.unsupported = first.unsupported;
   StatusOr<std::optional<ClassifiedError>> shape_finding = std::optional<ClassifiedError>();
@@ -546,6 +547,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   in.unresolved = golden->unresolved;
   in.first_nonfinite = &result.first_nonfinite;
   in.health = &result.health;
+  in.saturated_weights = outcome->saturated_weights;
   std::optional<ClassifiedError> shape_finding;
   if (outcome->kind == RunEnd::kFinished && golden->golden) {
     StatusOr<std::optional<ClassifiedError>> found =
