@@ -55,6 +55,10 @@ struct DtypePolicy {
   // is UNSUPPORTED there.
   std::string attention_backend;
   std::string fallback;  // the next safer policy ("" for none)
+  // Internal (no file sets it; the policy's name says it): FP8 storage scales each weight
+  // tensor that would saturate by the power of two that makes it fit, and back: the same
+  // weights without the saturation, the reference of the saturation check (cell_runner).
+  bool fp8_scaled_to_fit = false;
 
   bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }
   // Whether module `path` (or one of its ancestors) matches an fp32_modules glob.

@@ -1,5 +1,6 @@
 #include "pipelines/model_package.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -201,15 +202,18 @@ void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device d
     at::Tensor placed = made_real ? at::real(value).to(at::kFloat) : value.to(at::kFloat);
     if (fp8 && is_weight && !island) {
       const double largest = Fp8MaxFinite(*fp8);
-      const at::Tensor beyond = placed.abs() > largest;
-      if (const int64_t count = beyond.sum().item<int64_t>(); count > 0) {
+      const double absmax = placed.numel() > 0 ? placed.abs().max().item<double>() : 0.0;
+      double scale = 1;  // fp8_scaled_to_fit: a power of two that fits the tensor
+      if (absmax > largest) {
+        const int64_t count = (placed.abs() > largest).sum().item<int64_t>();
         char text[320];
         std::snprintf(text, sizeof text, "%s.%s reaches %.4g (%.3g%% of its values beyond %g)",
-                      m.root.c_str(), name.c_str(), placed.abs().max().item<double>(),
-                      100.0 * count / placed.numel(), largest);
+                      m.root.c_str(), name.c_str(), absmax, 100.0 * count / placed.numel(), largest);
         m.saturated.push_back(text);
+        if (policy.fp8_scaled_to_fit) scale = std::exp2(std::ceil(std::log2(absmax / largest)));
       }
-      placed = DecodeFp8Tensor(EncodeFp8Tensor(placed, *fp8), *fp8, at::kFloat, placed.device());
+      placed =
+          DecodeFp8Tensor(EncodeFp8Tensor(placed / scale, *fp8), *fp8, at::kFloat, placed.device()) * scale;
     }
     if (policy.emulate_fp16 && !island) placed = placed.to(at::kHalf).to(at::kFloat);
     value.set_data(placed.to(device, island ? at::kFloat : policy.compute));

@@ -73,6 +73,10 @@ struct JudgingBound {
 // (docs/tolerances.md, "A model more sensitive than the population").
 constexpr double kSensitiveModelErrorFactor = 2;
 
+// Weights that FP8 storage saturates make a cell's error when it is at least this many
+// times (relative L2 of the frames) the error of the same weights scaled to fit.
+constexpr double kSaturationErrorFactor = 1.25;
+
 // Where the search names ops at kCauseExcess (runners/error_producer.h) in such a FAIL,
 // they are kept in FP32 in one more run of the cell: they do not make its error when
 // that run still breaks the profile with at least this share of the error (then a search

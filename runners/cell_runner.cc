@@ -256,7 +256,6 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   in.first_nonfinite = &result.first_nonfinite;
   in.health = &result.health;
   in.run = first.kind;
-  in.saturated_weights = first.saturated_weights;
   in.error = first.error;
   in.unsupported = first.unsupported;
   StatusOr<std::optional<ClassifiedError>> shape_finding = std::optional<ClassifiedError>();
@@ -430,6 +429,34 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   return Status::Ok();
 }
 
+// Whether the weights `outcome`'s FP8 storage saturated make the cell's error (`metrics`
+// against `golden`): one more run with them scaled to fit (DtypePolicy::fp8_scaled_to_fit:
+// the same values without the saturation) keeps at most 1 / kSaturationErrorFactor of its
+// relative L2. Returns the finding for VerdictInputs::saturated_weights, or "" with `note`
+// saying what was measured when they do not make it (a norm after them undoes it).
+StatusOr<std::string> SaturationFinding(const PipelineSpec& spec, const PipelineOutcome& outcome,
+                                        const Golden& golden, const ComparisonMetrics& metrics,
+                                        ModelCache* models, std::string& note) {
+  PipelineSpec fit = spec;
+  fit.policy.name += ".fp8-scaled-to-fit";
+  fit.policy.fp8_scaled_to_fit = true;
+  StatusOr<PipelineOutcome> run = RunPipeline(fit, nullptr, nullptr, models);
+  if (!run.ok()) return run.status();
+  if (run->kind != RunEnd::kFinished) {
+    return outcome.saturated_weights + " (scaled to fit, the run did not finish: " + run->error.Reason() +
+           ")";
+  }
+  const double saturated = metrics.video.rel_l2, scaled = Compare(golden, run->result).video.rel_l2;
+  char measured[160];
+  std::snprintf(measured, sizeof measured, "rel_l2 %.3g against the golden, %.3g with them scaled to fit",
+                saturated, scaled);
+  if (saturated >= kSaturationErrorFactor * scaled)
+    return outcome.saturated_weights + "; they make the error: " + measured;
+  note = "FP8 storage saturates weights without making the error (" + std::string(measured) +
+         "): " + outcome.saturated_weights;
+  return std::string();
+}
+
 // An op with no kernel for the policy's dtype in this CPU's LibTorch (torch 1.13: BF16
 // replication_pad3d, mish) leaves the rest of the model unjudged. Such an op runs in FP32
 // instead, as an op island (what a device with the kernel computes, to one rounding): the
@@ -540,14 +567,14 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string compute_note;                       // the compute part's figure, or why it was not judged
   std::optional<ErrorProducer> producer;          // when located before the verdict
   std::optional<ErrorProducer> compute_producer;  // the compute part's, against its reference
-  std::string past_the_band;  // JudgeASensitiveModel: the metric past 2x, when not the reason's
+  std::string saturation_note;  // SaturationFinding: weights saturated without making the error
+  std::string past_the_band;    // JudgeASensitiveModel: the metric past 2x, when not the reason's
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
   in.unresolved = golden->unresolved;
   in.first_nonfinite = &result.first_nonfinite;
   in.health = &result.health;
-  in.saturated_weights = outcome->saturated_weights;
   std::optional<ClassifiedError> shape_finding;
   if (outcome->kind == RunEnd::kFinished && golden->golden) {
     StatusOr<std::optional<ClassifiedError>> found =
@@ -598,6 +625,17 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       }
     }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
+    if (!outcome->saturated_weights.empty()) {
+      StatusOr<std::string> finding =
+          in.metrics != nullptr
+              ? SaturationFinding(spec, *outcome, *golden->golden, *in.metrics, models, saturation_note)
+              : StatusOr<std::string>(std::string());
+      if (!finding.ok()) return finding.status();
+      in.saturated_weights = *finding;
+      if (in.metrics == nullptr)
+        saturation_note = "FP8 storage saturates weights (their effect not measured: no golden): " +
+                          outcome->saturated_weights;
+    }
     if (bound->sensitive_model && in.metrics != nullptr) {
       FG_RETURN_IF_ERROR(JudgeASensitiveModel(
           in, &VerdictInputs::tolerance, *bound->sensitive_model, *in.metrics, spec, outcome->sampler.steps,
@@ -689,7 +727,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   result.observed = outcome->observed;
   result.island_input_makers = outcome->island_input_makers;
   std::string ssim_note = SsimNote(result.metrics);
-  for (const std::string* note : {&kernel_note, &compute_note, &fp64_missing, &ssim_note}) {
+  for (const std::string* note : {&kernel_note, &compute_note, &fp64_missing, &ssim_note, &saturation_note}) {
     if (!note->empty()) result.observed += (result.observed.empty() ? "" : "; ") + *note;
   }
   result.timings.peak_rss_bytes = PeakRssBytes();

@@ -372,6 +372,25 @@ class SteepDecoder(Decoder):
         return torch.tanh(128.0 * self.conv(up))
 
 
+class Fp8RangeDecoder(Decoder):
+    """Weights beyond E4M3's 448, the output scaled back: in FP32 the decoder's function.
+    `spread`: every weight x1500 (3 of 12 beyond 448); else one weight at 450, just
+    beyond (E4M3 stores 448; scaled to fit, 450 / 2 rounds to 224, 448 alike)."""
+
+    def __init__(self, spread=True):
+        super().__init__()
+        with torch.no_grad():
+            if spread:
+                self.conv.weight.mul_(1500.0)
+            else:
+                self.conv.weight[0, 0] = 450.0
+        self.scale = 1500.0 if spread else 450.0
+
+    def forward(self, z):
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(self.conv(up) / self.scale)
+
+
 def whisper_weight():
     """A 1x1 conv's weight from [z, z] (8 channels) to (1 + 1e-4) z - z = 1e-4 z (4)."""
     eye = torch.eye(4).view(4, 4, 1, 1, 1)
@@ -638,6 +657,8 @@ PACKAGES = [
     (3, "motion-center", lambda: MotionDiffDenoiser("center"), dict(decoder_class=Steep32Decoder)),
     (3, "steep-twin", SteepTwinDenoiser, dict(decoder_class=SteepDecoder)),
     (3, "bool-mask-attention", BoolMaskAttentionDenoiser, {}),
+    (3, "fp8-range", lambda: TableDenoiser(plain=False), dict(decoder_class=Fp8RangeDecoder)),
+    (3, "fp8-outlier", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: Fp8RangeDecoder(False))),
     (3, "frozen-table", lambda: TableDenoiser(plain=False), dict(frozen=True)),
 ]
 

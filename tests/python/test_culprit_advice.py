@@ -54,7 +54,7 @@ def packages(tmp_path_factory):
                  "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "float32-eps", "complex-rotate", "steep-decoder", "inplace-cancel",
                  "steep-whisper", "unshift", "inplace-whisper", "fp8-cancel", "sum-cancel",
                  "inplace-sum-cancel", "motion-diff", "motion-tdiff", "motion-center", "steep-twin",
-                 "bool-mask-attention"):
+                 "bool-mask-attention", "fp8-range", "fp8-outlier"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -466,3 +466,23 @@ def test_a_bool_mask_keeps_its_dtype_under_fp16_emulation(packages, tmp_path):
     # FP16 run does, so the healthy cell passes (it was an ERROR: the dtype read was FP16).
     cell = one_cell(packages, tmp_path, "bool-mask-attention", "fp16-emulated", returncodes=(0,))
     assert cell["status"] == "PASS", cell
+
+
+def test_weights_that_fp8_storage_saturates_fail_a_cell_when_they_make_its_error(packages, tmp_path):
+    # fp8-range: a conv's weights x1500, its output /1500; E4M3 saturates 3 of its 12
+    # weights at 448. Its frames pass the fp8e4m3-bf16 profile (about 29 dB against 18.6),
+    # but with the same weights scaled to fit (by a power of two) the error is under half:
+    # the saturation makes it, and the cell FAILs naming the tensor.
+    cell = one_cell(packages, tmp_path, "fp8-range", "fp8e4m3-bf16", returncodes=(1,))
+    assert cell["status"] == "FAIL", cell
+    assert cell["reason"].startswith("FP8 storage saturates weights: decoder.conv.weight reaches "), cell["reason"]
+    assert "; they make the error: rel_l2 " in cell["reason"], cell["reason"]
+    assert cell["metrics"]["min_psnr"] > 18.6, cell["metrics"]  # the profile alone passes it
+    # E5M2 holds 448 and more (57344): nothing saturates.
+    assert one_cell(packages, tmp_path, "fp8-range", "fp8e5m2-bf16", returncodes=(0,))["status"] == "PASS"
+    # fp8-outlier: one weight at 450 saturates to 448, and scaled to fit it is 448 alike:
+    # no error of its own. The cell passes and says what it saw.
+    cell = one_cell(packages, tmp_path, "fp8-outlier", "fp8e4m3-bf16", returncodes=(0,))
+    assert cell["status"] == "PASS", cell
+    assert "FP8 storage saturates weights without making the error (" in cell["observed"], cell["observed"]
+    assert "decoder.conv.weight reaches 450 " in cell["observed"], cell["observed"]
