@@ -35,8 +35,10 @@ Verdict Decide(const VerdictInputs& in) {
   }
   assert(in.health != nullptr && in.first_nonfinite != nullptr);
   const FrameHealth& h = *in.health;
-  if (h.first_nonfinite_step >= 0 || h.decoded.any() || h.defect == FrameDefect::kNonfinite ||
-      in.first_nonfinite->found) {
+  // What the run handed on (latents, decoded frames), not what a probe saw inside a module:
+  // an Inf that a later op absorbs (rsqrt(inf) = 0) leaves finite, wrong frames, judged as
+  // such with or without --probes; the probe's place stays in first_nonfinite.
+  if (h.first_nonfinite_step >= 0 || h.decoded.any() || h.defect == FrameDefect::kNonfinite) {
     return {CellStatus::kNonfinite, NonfiniteReason(h, *in.first_nonfinite), ""};
   }
   if (h.defect != FrameDefect::kNone) {

@@ -89,6 +89,16 @@ TEST_F(VerdictTest, HealthComesBeforeToleranceAndNonfiniteBeforeBroken) {
   EXPECT_EQ(v.reason, "Inf at step 3 in blocks.0.spatial_attn.logits");
 }
 
+// An Inf that a probe saw inside a module (--probes) but that a later op absorbed
+// (rsqrt(inf) = 0) leaves the latents and frames finite: the verdict is the frames', the
+// same with or without probes.
+TEST_F(VerdictTest, AProbesInfThatTheRunAbsorbedIsNotNonfinite) {
+  first_ = {true, 0, "decoder.mid_norm", "aten::pow", {0, 5}};
+  EXPECT_EQ(DecideVerdict(Finished()).status, CellStatus::kPass);
+  metrics_.video.min_psnr = 20;
+  EXPECT_EQ(DecideVerdict(Finished()).status, CellStatus::kFail);
+}
+
 TEST_F(VerdictTest, ErrorUnsupportedAndUnresolved) {
   VerdictInputs in;
   in.run = RunEnd::kError;
