@@ -13,6 +13,7 @@
 #include "cli/output_file.h"
 #include "harness/build_info.h"
 #include "harness/cell_result_json.h"
+#include "harness/printf.h"
 #include "runners/precision_advisor.h"
 #include "store/result_store.h"
 
@@ -93,18 +94,14 @@ int RunAdvise(const AdviseCliOptions& o) {
   if (!advice.ok()) return ReportError(advice.status());
   const Advice& a = *advice;
   if (!a.culprit.empty()) {
-    char share[32];
-    std::snprintf(share, sizeof share, "%.1f%%", 100.0 * a.culprit_weight_fraction);
-    text << "error made in: " << a.culprit << " (its own island keeps " << share
-         << " of the weights in FP32)\n";
+    text << "error made in: " << a.culprit << " (its own island keeps "
+         << PercentText(a.culprit_weight_fraction) << " of the weights in FP32)\n";
   }
   if (a.status_before == CellStatus::kPass) {
     text << "the cell passes under " << cell.policy << " as it is: nothing to keep in FP32\n";
   } else if (a.found()) {
-    char share[32];
-    std::snprintf(share, sizeof share, "%.1f%%", 100.0 * a.fp32_weight_fraction);
     text << "FP32 islands: " << IslandList(a.islands) << "\n"
-         << "weights kept in FP32: " << share << " of the model's\n"
+         << "weights kept in FP32: " << PercentText(a.fp32_weight_fraction) << " of the model's\n"
          << "the policy (add it to a matrix file, or pass the file with --policy-file):\n\n"
          << a.policy_toml << "\n";
   } else if (!a.note.empty()) {

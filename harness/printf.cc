@@ -18,4 +18,9 @@ std::string Printf(const char* format, ...) {
   return text;
 }
 
+std::string PercentText(double share) {
+  const double percent = 100.0 * share;
+  return percent > 0 && percent < 0.1 ? Printf("%.2g%%", percent) : Printf("%.1f%%", percent);
+}
+
 }  // namespace framegate

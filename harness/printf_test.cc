@@ -5,6 +5,13 @@
 namespace framegate {
 namespace {
 
+TEST(PrintfTest, APercentKeepsTwoSignificantDigitsBelowATenth) {
+  EXPECT_EQ(PercentText(0.25), "25.0%");
+  EXPECT_EQ(PercentText(0.00016), "0.016%");
+  EXPECT_EQ(PercentText(0.001), "0.1%");
+  EXPECT_EQ(PercentText(0), "0.0%");
+}
+
 TEST(PrintfTest, FormatsEveryArgumentAtAnyLength) {
   EXPECT_EQ(Printf("%.3f s, %.2fx the fastest %s device", 5.0, 5.0, "gpu-x"),
             "5.000 s, 5.00x the fastest gpu-x device");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "harness/printf.h"
 #include "pipelines/dtype_policy.h"
 #include "pipelines/op_islands.h"
 #include "pipelines/pipeline_run.h"
@@ -215,12 +216,6 @@ class Search {
   const AdviseOptions& options_;
 };
 
-std::string Percent(double share) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * share);
-  return text;
-}
-
 // What the growing search decided after a failed run.
 struct Step {
   Islands next;      // the islands to run next (empty: stop)
@@ -312,7 +307,8 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
   if (share > cap) {
     std::string list;
     for (const std::string& i : next) list += (list.empty() ? "" : ", ") + i;
-    return Stop("the next islands (" + list + ") would keep " + Percent(share) + " of the weights in FP32");
+    return Stop("the next islands (" + list + ") would keep " + PercentText(share) +
+                " of the weights in FP32");
   }
   return {next, "", origin_island, consumer_island};
 }
@@ -416,7 +412,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
       StatusOr<CellResult> whole = search.Try({"*"}, &advice);
       if (!whole.ok()) return whole.status();
       advice.note =
-          "no island of at most " + Percent(options.max_weight_share) + " of the weights found (" +
+          "no island of at most " + PercentText(options.max_weight_share) + " of the weights found (" +
           step.stop + "); " +
           (whole->status == CellStatus::kPass
                ? "the whole model in FP32 passes"
