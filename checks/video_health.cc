@@ -138,8 +138,8 @@ double MeanAbsChange(const float* a, const float* b, int64_t n) {
   return AbsChangeSum(a, b, n) / static_cast<double>(n);
 }
 
-// Whether a frame of n values is black, white or flat (`dark`, `bright`: the fractions of
-// its values covered; `flat`: its standard deviation under this), from its tally.
+// Whether a frame of n values (`tally`: its Tally) is black or white (at least `covered`
+// of its values dark or bright) or flat (its standard deviation under `flat`).
 struct Looks {
   bool black = false, white = false, uniform = false;
 };

@@ -625,16 +625,14 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       }
     }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
-    if (!outcome->saturated_weights.empty()) {
+    if (!outcome->saturated_weights.empty() && in.metrics == nullptr) {
+      saturation_note = "FP8 storage saturates weights (their effect not measured: no golden): " +
+                        outcome->saturated_weights;
+    } else if (!outcome->saturated_weights.empty()) {
       StatusOr<std::string> finding =
-          in.metrics != nullptr
-              ? SaturationFinding(spec, *outcome, *golden->golden, *in.metrics, models, saturation_note)
-              : StatusOr<std::string>(std::string());
+          SaturationFinding(spec, *outcome, *golden->golden, *in.metrics, models, saturation_note);
       if (!finding.ok()) return finding.status();
       in.saturated_weights = *finding;
-      if (in.metrics == nullptr)
-        saturation_note = "FP8 storage saturates weights (their effect not measured: no golden): " +
-                          outcome->saturated_weights;
     }
     if (bound->sensitive_model && in.metrics != nullptr) {
       FG_RETURN_IF_ERROR(JudgeASensitiveModel(
