@@ -50,6 +50,7 @@ Verdict Decide(const VerdictInputs& in) {
   if (!in.saturated_weights.empty()) {
     return {CellStatus::kFail, "FP8 storage saturates weights: " + in.saturated_weights, ""};
   }
+  if (!in.made_in_modules.empty()) return {CellStatus::kFail, "error made in " + in.made_in_modules, ""};
   if (in.metrics == nullptr) return {CellStatus::kUnresolved, in.unresolved, ""};
   if (in.tolerance != nullptr) {
     if (const auto v = FirstViolation(*in.tolerance, *in.metrics)) {

@@ -55,6 +55,20 @@ TEST_F(VerdictTest, SaturatedFp8WeightsFailACellWhoseMetricsPass) {
   EXPECT_EQ(DecideVerdict(in).status, CellStatus::kFail);
 }
 
+// A cell within its bound whose error a small module makes FAILs naming it, and an
+// expected failure it is.
+TEST_F(VerdictTest, AnErrorMadeInASmallModuleFailsACellWithinItsBound) {
+  VerdictInputs in = Finished();
+  ASSERT_EQ(DecideVerdict(in).status, CellStatus::kPass);
+  in.made_in_modules = "decoder.blend (0.8% of the weights): kept in FP32, it leaves 0.29 of the error";
+  Verdict v = DecideVerdict(in);
+  EXPECT_EQ(v.status, CellStatus::kFail);
+  EXPECT_EQ(v.reason,
+            "error made in decoder.blend (0.8% of the weights): kept in FP32, it leaves 0.29 of the error");
+  in.expected_to_fail = true;
+  EXPECT_EQ(DecideVerdict(in).status, CellStatus::kXfail);
+}
+
 // An FP8-storage policy's compute part fails the cell even where its whole error is
 // inside the storage's looser bound; the whole error is reported first.
 TEST_F(VerdictTest, TheComputePartFailsACellItsWholeErrorPasses) {

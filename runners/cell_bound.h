@@ -85,6 +85,21 @@ constexpr double kSaturationErrorFactor = 1.25;
 // planted defects keep 0.3 or less (docs/tolerances.md).
 constexpr double kNamedOpsErrorShare = 0.8;
 
+// A cell within its bound whose error a few small modules make (a blend weight the policy
+// stores as 1.0, a timestep rounded before its sinusoid): the bound, fitted on models
+// without them, is wider than the damage. A passing cell using at least
+// kMadeInModulesBandShare of its bound's error (ErrorOf's units) is searched; the modules of
+// its causes (ops at kCauseExcess or more, cancelling sums and their makers) holding at
+// most kMadeInModulesMaxWeightShare of the weights each are kept in FP32 in one more run;
+// the error is theirs when that run's relative L2 is at most 1 / kMadeInModulesErrorFactor
+// of the cell's. Measured on 214 package x seed runs of the helper rounds (docs/
+// tolerances.md, "Error made in a few small modules"): healthy cells whose cause modules hold
+// at most 30% of the weights kept at least 0.64 of their error (1.57x), planted defects
+// 0.08-0.31 (3.2-12x); 11% of healthy passing cells used a quarter of their bound.
+constexpr double kMadeInModulesBandShare = 0.25;
+constexpr double kMadeInModulesMaxWeightShare = 0.1;
+constexpr double kMadeInModulesErrorFactor = 2;
+
 // The compute part of `policy`, nullopt when it has none (storage not FP8, or FP32 or
 // emulated compute). InvalidInput when the compute dtype's profile is missing.
 StatusOr<std::optional<ComputePartBound>> ComputePartBoundOf(const DtypePolicy& policy);

@@ -17,6 +17,7 @@
 #include "golden/golden_store.h"
 #include "harness/memory_info.h"
 #include "harness/npy.h"
+#include "harness/printf.h"
 #include "harness/sha256.h"
 #include "pipelines/model_package.h"
 #include "pipelines/module_shadow.h"
@@ -295,6 +296,35 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
+// What keeping a search's causes in FP32 added to a policy's islands.
+struct CausesInFp32 {
+  bool weights_kept = false;  // a module island: its weights stay FP32
+  size_t weak_sums = 0;       // cancelling sums below kCauseExcess
+};
+
+// Adds to `islands` the island of each cause (IslandKeepingInFp32) and, for a cancelling
+// sum, of each input maker that is a sum or a mean.
+CausesInFp32 KeepCausesInFp32(const std::vector<IsolatedError>& causes,
+                              const std::vector<WeightSize>& weights, std::vector<std::string>& islands) {
+  CausesInFp32 kept;
+  const auto keep = [&](const std::string& module, const std::string& op) {
+    const std::string island = IslandKeepingInFp32(module, op, weights);
+    kept.weights_kept = kept.weights_kept || island == module;
+    if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+  };
+  for (const IsolatedError& c : causes) {
+    keep(c.module, c.op);
+    if (!IsCancellingSum(c)) continue;
+    // Only a sum that made an input rounds it: an op between them (`* 1.0`, a clone),
+    // kept too, would hand the sum an exact copy of the rounded value, hiding it.
+    for (const OpSite& maker : c.input_makers) {
+      if (IsSumOrMean(maker.op)) keep(maker.module, maker.op);
+    }
+    if (c.Excess() < kCauseExcess) ++kept.weak_sums;
+  }
+  return kept;
+}
+
 // Whether the ops of `causes` (a search's: at kCauseExcess or more, or cancelling sums)
 // do not make the error that breaks `broken`'s bound of `profile` against `golden`: one
 // run of the cell with each kept in FP32 (IslandKeepingInFp32; a cancelling sum with the
@@ -314,26 +344,11 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(spec);
   if (!weights.ok()) return weights.status();
   PipelineSpec without = spec;
-  std::vector<std::string>& islands = without.policy.fp32_modules;
-  bool weights_kept = false;  // a module island: its weights stay FP32
-  const auto keep = [&](const std::string& module, const std::string& op) {
-    const std::string island = IslandKeepingInFp32(module, op, *weights);
-    weights_kept = weights_kept || island == module;
-    if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
-  };
-  size_t sums = 0;  // cancelling sums below kCauseExcess
-  for (const IsolatedError& c : causes) {
-    keep(c.module, c.op);
-    if (!IsCancellingSum(c)) continue;
-    // Only a sum that made an input rounds it: an op between them (`* 1.0`, a clone),
-    // kept too, would hand the sum an exact copy of the rounded value, hiding it.
-    for (const OpSite& maker : c.input_makers) {
-      if (IsSumOrMean(maker.op)) keep(maker.module, maker.op);
-    }
-    if (c.Excess() < kCauseExcess) ++sums;
-  }
+  const CausesInFp32 kept_causes = KeepCausesInFp32(causes, *weights, without.policy.fp32_modules);
+  const std::vector<std::string>& islands = without.policy.fp32_modules;
+  const size_t sums = kept_causes.weak_sums;
   // A compute part's reference keeps the FP8 weights: a module island's FP32 ones differ.
-  if (reference != nullptr && weights_kept) return std::optional<ErrorProducer>();
+  if (reference != nullptr && kept_causes.weights_kept) return std::optional<ErrorProducer>();
   StatusOr<PipelineOutcome> run = RunPipeline(without, nullptr, nullptr, models);
   if (!run.ok()) return run.status();
   if (run->kind != RunEnd::kFinished) return std::optional<ErrorProducer>();
@@ -455,6 +470,86 @@ StatusOr<std::string> SaturationFinding(const PipelineSpec& spec, const Pipeline
   note = "FP8 storage saturates weights without making the error (" + std::string(measured) +
          "): " + outcome.saturated_weights;
   return std::string();
+}
+
+// The largest share of its bound a metric of `metrics` uses (error over the bound's, in
+// ErrorOf's units): 1 at the bound.
+double ShareOfBoundUsed(const ToleranceProfile& profile, const ComparisonMetrics& metrics) {
+  double used = 0;
+  for (const ToleranceBound& b : profile.bounds) {
+    const double value = MetricValue(metrics, b.metric);
+    const double limit = ErrorOf(b, b.bound);
+    if (std::isfinite(value) && limit > 0) used = std::max(used, ErrorOf(b, value) / limit);
+  }
+  return used;
+}
+
+// Whether a few small modules make the error of a cell its bound `profile` passes
+// (runners/cell_bound.h, kMadeInModulesErrorFactor): the finding for
+// VerdictInputs::made_in_modules, "" when they do not (or the cell is not searched); the
+// every-step search into `producer` when it is the finding's.
+StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, ModelCache* models,
+                                           const Golden& golden, const ToleranceProfile& profile,
+                                           const ComparisonMetrics& metrics,
+                                           std::optional<ErrorProducer>& producer) {
+  if (spec.model_dir.empty() || ShareOfBoundUsed(profile, metrics) < kMadeInModulesBandShare)
+    return std::string();
+  std::vector<IsolatedError> causes;
+  StatusOr<ErrorProducer> located =
+      LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes, nullptr);
+  if (!located.ok()) return located.status();
+  if (causes.empty()) return std::string();
+  StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(spec);
+  if (!weights.ok()) return weights.status();
+  int64_t total = 0;
+  for (const WeightSize& w : *weights) total += w.numel;
+  const auto share_of = [&](const std::string& module) {
+    int64_t inside = 0;
+    for (const WeightSize& w : *weights) {
+      if (module.empty() || w.name.rfind(module + ".", 0) == 0) inside += w.numel;
+    }
+    return total > 0 ? static_cast<double>(inside) / total : 0.0;
+  };
+  std::vector<std::string> modules;  // each at most kMadeInModulesMaxWeightShare
+  const auto keep = [&](const std::string& module) {
+    if (module.empty() || share_of(module) > kMadeInModulesMaxWeightShare) return;
+    if (std::find(modules.begin(), modules.end(), module) == modules.end()) modules.push_back(module);
+  };
+  for (const IsolatedError& c : causes) {
+    keep(c.module);
+    if (!IsCancellingSum(c)) continue;
+    for (const OpSite& maker : c.input_makers) {
+      if (IsSumOrMean(maker.op)) keep(maker.module);
+    }
+  }
+  if (modules.empty()) return std::string();
+  PipelineSpec kept = spec;
+  std::string names;
+  int64_t kept_weights = 0;
+  for (const std::string& m : modules) {
+    kept.policy.fp32_modules.push_back(m);
+    names += (names.empty() ? "" : ", ") + m;
+  }
+  for (const WeightSize& w : *weights) {
+    for (const std::string& m : modules) {
+      if (w.name.rfind(m + ".", 0) == 0) {
+        kept_weights += w.numel;
+        break;
+      }
+    }
+  }
+  StatusOr<PipelineOutcome> run = RunPipeline(kept, nullptr, nullptr, models);
+  if (!run.ok()) return run.status();
+  if (run->kind != RunEnd::kFinished) return std::string();
+  const double cell = metrics.video.rel_l2, without = Compare(golden, run->result).video.rel_l2;
+  if (!(cell >= kMadeInModulesErrorFactor * without)) return std::string();
+  producer = *located;
+  char text[512];
+  std::snprintf(
+      text, sizeof text, "%s (%s of the weights): kept in FP32, %s %.2f of the error (rel_l2 %.3g -> %.3g)",
+      names.c_str(), PercentText(total > 0 ? static_cast<double>(kept_weights) / total : 0.0).c_str(),
+      modules.size() == 1 ? "it leaves" : "they leave", without / cell, cell, without);
+  return std::string(text);
 }
 
 // An op with no kernel for the policy's dtype in this CPU's LibTorch (torch 1.13: BF16
@@ -680,6 +775,16 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       }
     }
   }
+  if (!is_fp32 && in.metrics != nullptr && !producer && !compute_producer) {
+    VerdictInputs plain = in;
+    plain.expected_to_fail = false;
+    if (DecideVerdict(plain).status == CellStatus::kPass) {
+      StatusOr<std::string> finding = MadeInModulesFinding(
+          spec, outcome->sampler.steps, models, *golden->golden, *in.tolerance, *in.metrics, producer);
+      if (!finding.ok()) return finding.status();
+      in.made_in_modules = *finding;
+    }
+  }
   const Verdict verdict = DecideVerdict(in);
   result.status = verdict.status;
   result.reason = verdict.reason;
@@ -705,7 +810,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   }
   // A failure found after the compute part was judged is the compute part's: its producer
   // is searched against the compute part's reference.
-  const bool compute_part_failed = in.compute_metrics != nullptr && IsFailure(result.status);
+  const bool compute_part_failed =
+      in.compute_metrics != nullptr && IsFailure(result.status) && in.made_in_modules.empty();
   if (compute_producer && (compute_part_failed || !producer)) {
     result.producer = *compute_producer;
   } else if (producer && !compute_part_failed) {
