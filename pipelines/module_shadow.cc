@@ -223,6 +223,12 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   const c10::ScalarType* entered_as = island_entries_.Find(value);
   const at::Tensor fed = Substitute(recorded->second, value, inner, entered_as);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
+  // A value an op made beyond what the dtype holds is fed to the next one non-finite: the
+  // non-finite output that follows is its maker's (non-finite from finite inputs itself).
+  if (maker != nullptr && fed.is_floating_point() && !at::isfinite(fed).all().item<bool>() &&
+      at::isfinite(recorded->second).all().item<bool>()) {
+    sums.fed_nonfinite = true;
+  }
   if (maker != nullptr &&
       std::find(sums.input_makers.begin(), sums.input_makers.end(), maker->site) == sums.input_makers.end()) {
     sums.input_makers.push_back(maker->site);
@@ -319,7 +325,7 @@ void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const
   const at::Tensor both = ref_finite.logical_and(at::isfinite(x));
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/false)];
   sums.weighted = sums.weighted || site.weight_input >= 0;
-  sums.nonfinite += ref_finite.logical_and(both.logical_not()).sum().item<int64_t>();
+  if (!sums.fed_nonfinite) sums.nonfinite += ref_finite.logical_and(both.logical_not()).sum().item<int64_t>();
   sums.diff += at::where(both, (x - ref).square(), at::zeros_like(ref)).sum().item<double>();
   sums.ref += at::where(ref_finite, ref.square(), at::zeros_like(ref)).sum().item<double>();
   ++sums.calls;

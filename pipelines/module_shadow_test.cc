@@ -249,6 +249,25 @@ TEST(ModuleShadowTest, ANonfiniteOutputFromFiniteInputsIsAnInfiniteExcess) {
   EXPECT_EQ(elsewhere.recorded_calls(), 0);
 }
 
+// An RMS norm's x.pow(2) overflows FP16 where the mean of it would not: the mean is fed
+// the square non-finite, and it is the pow that makes the non-finite value (both in one
+// module: the op is what tells them apart).
+TEST(ModuleShadowTest, AnOpFedAValueItsMakerMadeBeyondTheDtypeDoesNotMakeTheNonfinite) {
+  jit::Module root("Rms");
+  root.register_module("norm", Leaf("Norm", "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1.0)"));
+  root.define("def forward(self, x):\n    return self.norm.forward(x)\n");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = torch::tensor({{300.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 2.0f, 3.0f, 4.0f}});
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors.front().module, "m.norm");
+  EXPECT_EQ(errors.front().op, "aten::pow");
+  EXPECT_TRUE(std::isinf(errors.front().Excess()));
+  for (const IsolatedError& e : errors) {
+    if (e.op == "aten::mean") EXPECT_TRUE(std::isfinite(e.Excess())) << e.op;
+  }
+}
+
 // A norm cancels its input's mean: an input that an op moved by +64 comes back from the
 // norm with the rounding of 64 at full scale. The norm's isolated error is the largest,
 // and the shadow keeps what made its input: the offset (rms / std) and the op.
