@@ -183,8 +183,8 @@ class ModuleShadow : public GraphObserver {
 
  private:
   struct ErrorSums {
-    double ref = 0, diff = 0;  // sums of ref^2 and (ref - x)^2 where ref is finite
-    int64_t nonfinite = 0;     // values non-finite where ref is finite
+    double ref = 0, diff = 0;    // sums of ref^2 and (ref - x)^2 where ref is finite
+    int64_t nonfinite = 0;       // values non-finite where ref is finite
     bool fed_nonfinite = false;  // an input its maker made beyond the dtype: nonfinite not counted
     int64_t calls = 0;
     bool weighted = false;
