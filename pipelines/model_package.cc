@@ -176,7 +176,7 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
     }
     std::unique_ptr<GraphInstrumentation> instrumentation = GraphInstrumentation::Instrument(
         module, root, policy.attention_backend.empty() ? SdpaKernel::kDecomposed : SdpaKernel::kKept);
-    return InstrumentedModule{root, std::move(module), std::move(instrumentation), {}};
+    return InstrumentedModule{root, std::move(module), std::move(instrumentation), {}, {}};
   } catch (const std::exception& e) {
     return Status::Corrupt(path + ": not a loadable TorchScript module: " + ClassifyError(e.what()).message);
   }

@@ -264,7 +264,9 @@ TEST(ModuleShadowTest, AnOpFedAValueItsMakerMadeBeyondTheDtypeDoesNotMakeTheNonf
   EXPECT_EQ(errors.front().op, "aten::pow");
   EXPECT_TRUE(std::isinf(errors.front().Excess()));
   for (const IsolatedError& e : errors) {
-    if (e.op == "aten::mean") EXPECT_TRUE(std::isfinite(e.Excess())) << e.op;
+    if (e.op == "aten::mean") {
+      EXPECT_TRUE(std::isfinite(e.Excess())) << e.op;
+    }
   }
 }
 

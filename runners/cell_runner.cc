@@ -503,41 +503,42 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   if (!weights.ok()) return weights.status();
   int64_t total = 0;
   for (const WeightSize& w : *weights) total += w.numel;
-  const auto share_of = [&](const std::string& module) {
+  const auto weights_in = [&](const std::string& module) {
     int64_t inside = 0;
     for (const WeightSize& w : *weights) {
-      if (module.empty() || w.name.rfind(module + ".", 0) == 0) inside += w.numel;
+      if (w.name.rfind(module + ".", 0) == 0) inside += w.numel;
     }
-    return total > 0 ? static_cast<double>(inside) / total : 0.0;
+    return inside;
   };
-  std::vector<std::string> modules;  // each at most kMadeInModulesMaxWeightShare
+  // Each cause's island, largest excess first, while all of them hold at most
+  // kMadeInModulesMaxWeightShare: its module (weights and all) where that fits; else, and
+  // for a component's root ("denoiser": the whole component), the ops at its own level.
+  PipelineSpec kept = spec;
+  std::vector<std::string>& islands = kept.policy.fp32_modules;
+  const size_t policy_islands = islands.size();
+  int64_t kept_weights = 0;
   const auto keep = [&](const std::string& module) {
-    if (module.empty() || share_of(module) > kMadeInModulesMaxWeightShare) return;
-    if (std::find(modules.begin(), modules.end(), module) == modules.end()) modules.push_back(module);
+    if (module.empty()) return;
+    const int64_t inside = weights_in(module);
+    const bool root = module.find('.') == std::string::npos;
+    const bool fits = kept_weights + inside <= kMadeInModulesMaxWeightShare * static_cast<double>(total);
+    const std::string island = !root && fits ? module : OpIslandEntry(module, "*");
+    if (std::find(islands.begin(), islands.end(), island) != islands.end()) return;
+    islands.push_back(island);
+    if (island == module) kept_weights += inside;
   };
   for (const IsolatedError& c : causes) {
     keep(c.module);
+    // A norm cancelling an offset returns the rounding of the op that made it.
+    if (c.input_offset >= kCancellingOffset) keep(c.input_maker.module);
     if (!IsCancellingSum(c)) continue;
     for (const OpSite& maker : c.input_makers) {
       if (IsSumOrMean(maker.op)) keep(maker.module);
     }
   }
-  if (modules.empty()) return std::string();
-  PipelineSpec kept = spec;
+  if (islands.size() == policy_islands) return std::string();
   std::string names;
-  int64_t kept_weights = 0;
-  for (const std::string& m : modules) {
-    kept.policy.fp32_modules.push_back(m);
-    names += (names.empty() ? "" : ", ") + m;
-  }
-  for (const WeightSize& w : *weights) {
-    for (const std::string& m : modules) {
-      if (w.name.rfind(m + ".", 0) == 0) {
-        kept_weights += w.numel;
-        break;
-      }
-    }
-  }
+  for (size_t i = policy_islands; i < islands.size(); ++i) names += (names.empty() ? "" : ", ") + islands[i];
   StatusOr<PipelineOutcome> run = RunPipeline(kept, nullptr, nullptr, models);
   if (!run.ok()) return run.status();
   if (run->kind != RunEnd::kFinished) return std::string();
@@ -548,7 +549,7 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   std::snprintf(
       text, sizeof text, "%s (%s of the weights): kept in FP32, %s %.2f of the error (rel_l2 %.3g -> %.3g)",
       names.c_str(), PercentText(total > 0 ? static_cast<double>(kept_weights) / total : 0.0).c_str(),
-      modules.size() == 1 ? "it leaves" : "they leave", without / cell, cell, without);
+      islands.size() == policy_islands + 1 ? "it leaves" : "they leave", without / cell, cell, without);
   return std::string(text);
 }
 
