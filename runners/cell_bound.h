@@ -88,9 +88,10 @@ constexpr double kNamedOpsErrorShare = 0.8;
 // A cell within its bound whose error a few small modules make (a blend weight the policy
 // stores as 1.0, a timestep rounded before its sinusoid): the bound, fitted on models
 // without them, is wider than the damage. A passing cell using at least
-// kMadeInModulesBandShare of its bound's error (ErrorOf's units) is searched; the modules of
-// its causes (ops at kCauseExcess or more, cancelling sums and their makers) holding at
-// most kMadeInModulesMaxWeightShare of the weights each are kept in FP32 in one more run;
+// kMadeInModulesBandShare of its bound's error (ErrorOf's units) is searched; its causes
+// (ops at kCauseExcess or more, cancelling sums and their makers, a cancelled offset's
+// maker) are kept in FP32 in one more run, each by its module while the modules together
+// hold at most kMadeInModulesMaxWeightShare of the weights (never a component's root);
 // the error is theirs when that run's relative L2 is at most 1 / kMadeInModulesErrorFactor
 // of the cell's. Measured on 214 package x seed runs of the helper rounds (docs/
 // tolerances.md, "Error made in a few small modules"): healthy cells whose cause modules hold

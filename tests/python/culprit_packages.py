@@ -119,8 +119,6 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  a grid of 4 near 999, a phase error of up to 2 rad at the fastest
                  frequency, within the bf16 profile on frames.
   tcast-twin     healthy: the sinusoid of the float32 timestep, cast after.
-  tcast-root     tcast with the cast and the sinusoid in the denoiser's own forward (path
-                 "denoiser", the whole denoiser as a module): its own ops are the island.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -660,19 +658,13 @@ class TimestepEmbed(nn.Module):
 
 
 class TimestepCastDenoiser(TableDenoiser):
-    def __init__(self, cast_first: bool, at_root: bool = False):
+    def __init__(self, cast_first: bool):
         super().__init__(plain=False)
-        self.at_root = at_root
         self.t_embed = TimestepEmbed(cast_first)
 
     def forward(self, x, t, cond):
         h = self.conv_in(x)
-        if self.at_root:  # t_embed's forward written in the denoiser's own
-            angles = t.type_as(h)[:, None] * self.t_embed.freqs.type_as(h)
-            emb = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
-        else:
-            emb = self.t_embed(t, h)
-        h = h + 0.25 * emb[:, :, None, None, None]
+        h = h + 0.25 * self.t_embed(t, h)[:, :, None, None, None]
         h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
         return self.conv_out(h)
 
@@ -732,7 +724,6 @@ PACKAGES = [
     (3, "blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: BlendDecoder(0.5, 2.0))),
     (3, "tcast", lambda: TimestepCastDenoiser(True), {}),
     (3, "tcast-twin", lambda: TimestepCastDenoiser(False), {}),
-    (3, "tcast-root", lambda: TimestepCastDenoiser(True, at_root=True), {}),
 ]
 
 
