@@ -416,8 +416,11 @@ def test_a_sum_that_cancels_its_rounded_input_is_not_taken_for_rounding(packages
     # inplace-sum-cancel: written in place, it has no isolated error and cannot be kept in
     # FP32; the input it hands on at 1.5x or more its precision names it.
     cell = one_cell(packages, tmp_path, name, "bf16")
-    if cell["metrics"]["min_psnr"] >= 26.8:  # not in the band under this LibTorch
-        assert cell["status"] == "PASS" and cell["judged_by"] == "profile bf16", cell
+    if cell["metrics"]["min_psnr"] >= 26.8:  # within the profile under this LibTorch (2.6)
+        # sum-cancel's error is still the sum's: its module kept in FP32 takes most of it.
+        made_in = cell["status"] == "FAIL" and cell["reason"].startswith("error made in decoder.cancel (")
+        assert cell["status"] == "PASS" or (name == "sum-cancel" and made_in), cell
+        assert cell["judged_by"] == "profile bf16", cell
         return
     assert cell["metrics"]["min_psnr"] > 26.8 - 6.03, cell["metrics"]  # within the 2x band
     assert cell["status"] == "FAIL" and cell["judged_by"] == "profile bf16", cell
