@@ -514,7 +514,7 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   // kMadeInModulesMaxWeightShare together; never a component's root ("denoiser": the whole
   // component). The ops at a module's own level ("denoiser:*") are no stand-in: measured,
   // a healthy root's glue (classifier-free guidance, token merging) kept in FP32 took away
-  // half or more of the error of 12 healthy cells.
+  // half or more of the error of 17 healthy cells.
   PipelineSpec kept = spec;
   std::vector<std::string>& islands = kept.policy.fp32_modules;
   const size_t policy_islands = islands.size();
