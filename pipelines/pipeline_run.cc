@@ -64,6 +64,15 @@ StatusOr<std::vector<WeightSize>> ListWeightSizes(const PipelineSpec& spec) {
   return sizes;
 }
 
+double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePolicy& policy) {
+  int64_t total = 0, kept = 0;
+  for (const WeightSize& w : weights) {
+    total += w.numel;
+    if (policy.InFp32Module(ModuleOfWeight(w.name))) kept += w.numel;
+  }
+  return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
+}
+
 namespace {
 
 // The device's numeric switches for the policy. On CUDA the real ones (cuBLAS/cuDNN TF32

@@ -296,33 +296,23 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
-// What keeping a search's causes in FP32 added to a policy's islands.
-struct CausesInFp32 {
-  bool weights_kept = false;  // a module island: its weights stay FP32
-  size_t weak_sums = 0;       // cancelling sums below kCauseExcess
-};
-
-// Adds to `islands` the island of each cause (IslandKeepingInFp32) and, for a cancelling
-// sum, of each input maker that is a sum or a mean.
-CausesInFp32 KeepCausesInFp32(const std::vector<IsolatedError>& causes,
-                              const std::vector<WeightSize>& weights, std::vector<std::string>& islands) {
-  CausesInFp32 kept;
-  const auto keep = [&](const std::string& module, const std::string& op) {
-    const std::string island = IslandKeepingInFp32(module, op, weights);
-    kept.weights_kept = kept.weights_kept || island == module;
-    if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
-  };
+// The sites that keeping `causes` (a search's, largest excess first) in FP32 takes, in
+// order: each cause, then for a cancelling sum each input maker that is a sum or a mean
+// (only a sum that made an input rounds it: an op between them, `* 1.0` or a clone, kept
+// too, would hand the sum an exact copy of the rounded value, hiding it); with
+// `offset_makers`, for a norm cancelling an offset, the op that made it (the norm alone
+// returns that rounding).
+std::vector<OpSite> SitesToKeep(const std::vector<IsolatedError>& causes, bool offset_makers) {
+  std::vector<OpSite> sites;
   for (const IsolatedError& c : causes) {
-    keep(c.module, c.op);
+    sites.push_back({c.module, c.op});
+    if (offset_makers && c.input_offset >= kCancellingOffset) sites.push_back(c.input_maker);
     if (!IsCancellingSum(c)) continue;
-    // Only a sum that made an input rounds it: an op between them (`* 1.0`, a clone),
-    // kept too, would hand the sum an exact copy of the rounded value, hiding it.
     for (const OpSite& maker : c.input_makers) {
-      if (IsSumOrMean(maker.op)) keep(maker.module, maker.op);
+      if (IsSumOrMean(maker.op)) sites.push_back(maker);
     }
-    if (c.Excess() < kCauseExcess) ++kept.weak_sums;
   }
-  return kept;
+  return sites;
 }
 
 // Whether the ops of `causes` (a search's: at kCauseExcess or more, or cancelling sums)
@@ -344,11 +334,19 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(spec);
   if (!weights.ok()) return weights.status();
   PipelineSpec without = spec;
-  const CausesInFp32 kept_causes = KeepCausesInFp32(causes, *weights, without.policy.fp32_modules);
-  const std::vector<std::string>& islands = without.policy.fp32_modules;
-  const size_t sums = kept_causes.weak_sums;
+  std::vector<std::string>& islands = without.policy.fp32_modules;
+  bool weights_kept = false;  // a module island: its weights stay FP32
+  for (const OpSite& site : SitesToKeep(causes, /*offset_makers=*/false)) {
+    const std::string island = IslandKeepingInFp32(site.module, site.op, *weights);
+    weights_kept = weights_kept || island == site.module;
+    if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+  }
+  const auto weak_sum = [](const IsolatedError& c) {
+    return IsCancellingSum(c) && c.Excess() < kCauseExcess;
+  };
+  const size_t sums = std::count_if(causes.begin(), causes.end(), weak_sum);  // below kCauseExcess
   // A compute part's reference keeps the FP8 weights: a module island's FP32 ones differ.
-  if (reference != nullptr && kept_causes.weights_kept) return std::optional<ErrorProducer>();
+  if (reference != nullptr && weights_kept) return std::optional<ErrorProducer>();
   StatusOr<PipelineOutcome> run = RunPipeline(without, nullptr, nullptr, models);
   if (!run.ok()) return run.status();
   if (run->kind != RunEnd::kFinished) return std::optional<ErrorProducer>();
@@ -501,15 +499,6 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   if (causes.empty()) return std::string();
   StatusOr<std::vector<WeightSize>> weights = ListWeightSizes(spec);
   if (!weights.ok()) return weights.status();
-  int64_t total = 0;
-  for (const WeightSize& w : *weights) total += w.numel;
-  const auto weights_in = [&](const std::string& module) {
-    int64_t inside = 0;
-    for (const WeightSize& w : *weights) {
-      if (w.name.rfind(module + ".", 0) == 0) inside += w.numel;
-    }
-    return inside;
-  };
   // Each cause's module (weights and all), largest excess first, while they hold at most
   // kMadeInModulesMaxWeightShare together; never a component's root ("denoiser": the whole
   // component). The ops at a module's own level ("denoiser:*") are no stand-in: measured,
@@ -518,23 +507,17 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   PipelineSpec kept = spec;
   std::vector<std::string>& islands = kept.policy.fp32_modules;
   const size_t policy_islands = islands.size();
-  int64_t kept_weights = 0;
-  const auto keep = [&](const std::string& module) {
-    if (module.empty()) return;
-    const int64_t inside = weights_in(module);
-    const bool root = module.find('.') == std::string::npos;
-    const bool fits = kept_weights + inside <= kMadeInModulesMaxWeightShare * static_cast<double>(total);
-    if (root || !fits || std::find(islands.begin(), islands.end(), module) != islands.end()) return;
-    islands.push_back(module);
-    kept_weights += inside;
-  };
-  for (const IsolatedError& c : causes) {
-    keep(c.module);
-    // A norm cancelling an offset returns the rounding of the op that made it.
-    if (c.input_offset >= kCancellingOffset) keep(c.input_maker.module);
-    if (!IsCancellingSum(c)) continue;
-    for (const OpSite& maker : c.input_makers) {
-      if (IsSumOrMean(maker.op)) keep(maker.module);
+  const double policy_share = Fp32WeightFraction(*weights, spec.policy);
+  double kept_share = 0;  // beyond the policy's own islands
+  for (const OpSite& site : SitesToKeep(causes, /*offset_makers=*/true)) {
+    const bool root = site.module.find('.') == std::string::npos;
+    if (root || std::find(islands.begin(), islands.end(), site.module) != islands.end()) continue;
+    islands.push_back(site.module);
+    const double share = Fp32WeightFraction(*weights, kept.policy) - policy_share;
+    if (share > kMadeInModulesMaxWeightShare) {
+      islands.pop_back();
+    } else {
+      kept_share = share;
     }
   }
   if (islands.size() == policy_islands) return std::string();
@@ -549,7 +532,7 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   char text[512];
   std::snprintf(
       text, sizeof text, "%s (%s of the weights): kept in FP32, %s %.2f of the error (rel_l2 %.3g -> %.3g)",
-      names.c_str(), PercentText(total > 0 ? static_cast<double>(kept_weights) / total : 0.0).c_str(),
+      names.c_str(), PercentText(kept_share).c_str(),
       islands.size() == policy_islands + 1 ? "it leaves" : "they leave", without / cell, cell, without);
   return std::string(text);
 }

@@ -112,21 +112,7 @@ bool Covers(const DtypePolicy& base, const Islands& islands, const Culprit& c) {
 double WeightShareOf(const std::vector<WeightSize>& weights, const std::string& island) {
   DtypePolicy only;
   only.fp32_modules = {island};
-  int64_t total = 0, kept = 0;
-  for (const WeightSize& w : weights) {
-    total += w.numel;
-    if (only.InFp32Module(ModuleOfWeight(w.name))) kept += w.numel;
-  }
-  return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
-}
-
-double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePolicy& policy) {
-  int64_t total = 0, kept = 0;
-  for (const WeightSize& w : weights) {
-    total += w.numel;
-    if (policy.InFp32Module(ModuleOfWeight(w.name))) kept += w.numel;
-  }
-  return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
+  return Fp32WeightFraction(weights, only);
 }
 
 // The first island for a culprit: IslandKeepingInFp32 (runners/error_producer.h).
