@@ -196,6 +196,11 @@ struct CellResult {
   // ERROR dtype_mismatch: where its float32 operand became float32, as an op island entry
   // (ClassifiedError::float32_origin). For the advisor; not written to JSON or the store.
   std::string error_float32_origin;
+  // FAIL "error made in ..." (a few small modules make the error of a cell within its
+  // bound): the islands whose FP32 run left at most half of its error. A run with them
+  // is the advisor's first; any other passes only if it leaves as little. For the
+  // advisor; not written to JSON or the store.
+  std::vector<std::string> made_in_islands;
   std::optional<Advice> advice;     // when `framegate advise` ran on this cell
   std::vector<StepReplay> replays;  // `check --replay`: one per repeat
   CellTimings timings;

@@ -65,6 +65,9 @@ double StorageError(WeightStorage storage) {
 
 bool Probed(const at::Tensor& value) { return value.defined() && value.is_floating_point(); }
 
+// Whether `policy` computes (or emulates) in a dtype coarser than float32.
+bool LowerCompute(const DtypePolicy& policy) { return policy.emulate_fp16 || policy.compute != c10::kFloat; }
+
 // An op that reads only its input's shape, dtype and device (`torch.zeros_like(d)`): an
 // error in the input's values does not reach it.
 bool ReadsOnlyTheShape(const std::string& op) {
@@ -207,21 +210,33 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     return inner.Before(path, site, input_index, value);
   }
   const Maker* maker = makers_.Find(value);
-  if (maker != nullptr && maker->predicted > 0 && !ReadsOnlyTheShape(site.op)) {
+  const c10::ScalarType* entered_as = island_entries_.Find(value);
+  // A float32 value a run under a lower compute holds in float32 (made from float32
+  // sources, or upcast), made in this forward outside any FP32 island: fed as the run made
+  // it, so that an FP32 op amplifying a rounding made before it (a timestep rounded to
+  // BF16, then `.float()` into a sinusoid) shows that error, judged against the error it
+  // was fed.
+  const bool carried = maker != nullptr && entered_as == nullptr && value.scalar_type() == at::kFloat &&
+                       inner.HeldDtype(value) == at::kFloat && LowerCompute(policy_) &&
+                       !InFp32Op(policy_, path, site.op);
+  double input_error = 0;  // of a carried input, against the FP32 recording
+  if (maker != nullptr && (maker->predicted > 0 || carried) && !ReadsOnlyTheShape(site.op)) {
     const at::Tensor ref = recorded->second.to(value.device(), at::kDouble);
     const double ref_norm = ref.norm().item<double>();
     const double error =
         ref_norm > 0 ? (value.detach().to(at::kDouble) - ref).norm().item<double>() / ref_norm : 0.0;
-    const MadeInput input{error / maker->predicted, OpSite{path, site.op}, error, maker->site};
-    const std::string& maker_op = maker->site.op;
-    if (std::isfinite(error) && input.excess > worst_made_input_.excess) worst_made_input_ = input;
-    if (std::isfinite(error) && (maker_op == "aten::add_" || maker_op == "aten::sub_") &&
-        input.excess > worst_input_of_a_sum_in_place_.excess) {
-      worst_input_of_a_sum_in_place_ = input;
+    if (carried && std::isfinite(error)) input_error = error;
+    if (maker->predicted > 0) {
+      const MadeInput input{error / maker->predicted, OpSite{path, site.op}, error, maker->site};
+      const std::string& maker_op = maker->site.op;
+      if (std::isfinite(error) && input.excess > worst_made_input_.excess) worst_made_input_ = input;
+      if (std::isfinite(error) && (maker_op == "aten::add_" || maker_op == "aten::sub_") &&
+          input.excess > worst_input_of_a_sum_in_place_.excess) {
+        worst_input_of_a_sum_in_place_ = input;
+      }
     }
   }
-  const c10::ScalarType* entered_as = island_entries_.Find(value);
-  const at::Tensor fed = Substitute(recorded->second, value, inner, entered_as);
+  const at::Tensor fed = carried ? value : Substitute(recorded->second, value, inner, entered_as);
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
   // A value an op made beyond what the dtype holds is fed to the next one non-finite: the
   // non-finite output that follows is its maker's (non-finite from finite inputs itself).
@@ -233,8 +248,9 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
       std::find(sums.input_makers.begin(), sums.input_makers.end(), maker->site) == sums.input_makers.end()) {
     sums.input_makers.push_back(maker->site);
   }
-  sums.input_roundoff =
-      std::max(sums.input_roundoff, UnitRoundoff(entered_as != nullptr ? *entered_as : inner.HeldDtype(fed)));
+  sums.carried_error = std::max(sums.carried_error, input_error);
+  sums.input_roundoff = std::max({sums.input_roundoff, input_error,
+                                  UnitRoundoff(entered_as != nullptr ? *entered_as : inner.HeldDtype(fed))});
   return inner.Before(path, site, input_index, fed);
 }
 
@@ -347,6 +363,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     const auto norm = reference_->norm_inputs_.find(name);
     if (norm != reference_->norm_inputs_.end()) e.input_offset = norm->second.offset;
     e.input_makers = sums.input_makers;
+    e.carried_error = sums.carried_error;
     e.input_maker = norm != reference_->norm_inputs_.end() ? norm->second.maker
                     : sums.input_makers.empty()            ? OpSite{}
                                                            : sums.input_makers.front();

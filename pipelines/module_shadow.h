@@ -8,6 +8,11 @@
 //      to it, or rounded through float16 where FP16 emulation would hold the value in
 //      FP16: GraphObserver::HeldDtype), and its output is compared with the recorded FP32 output. That is
 //      the op's isolated error: what the op makes from exact inputs, not what it carries.
+//      Except a float32 value the policy run holds in float32 (made from float32 sources,
+//      or upcast with `.float()`) and made in the same forward outside any FP32 island: it
+//      is fed as the run made it, and the op is predicted the error it was fed (its
+//      carried_error). An FP32 sinusoid of a timestep rounded to BF16 before it shows what
+//      it makes of that rounding; an op that only carries it shows 1x.
 // An op inside a module kept in FP32 (an island) whose input entered that module as a
 // float32 copy of a value the run holds rounded (bf16, or float16 under FP16 emulation) is
 // fed the FP32 recording rounded alike, and predicted that rounding: the island takes the
@@ -84,6 +89,10 @@ struct IsolatedError {
   // Every op that made one of its inputs in the run under the policy, in the order first
   // seen (kCompare).
   std::vector<OpSite> input_makers;
+  // The largest error of an input fed as the run made it: a float32 value made in FP32
+  // from a rounding before it (the op computes in FP32 already; the error comes with the
+  // input, so only the module that made the rounding can keep it). 0 when none.
+  double carried_error = 0;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
 };
@@ -192,6 +201,7 @@ class ModuleShadow : public GraphObserver {
     // The unit roundoff of the dtype its inputs were fed in: an op in FP32 (an island)
     // fed from outside its island takes them rounded to the policy's dtype.
     double input_roundoff = 0;
+    double carried_error = 0;          // IsolatedError::carried_error
     std::vector<OpSite> input_makers;  // IsolatedError::input_makers (kCompare)
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)

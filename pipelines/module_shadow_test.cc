@@ -161,6 +161,52 @@ def forward(self, t):
   for (const IsolatedError& e : compared.Errors()) EXPECT_LT(e.Excess(), 1) << e.module << " " << e.op;
 }
 
+// A timestep rounded to FP16 and then made float32 again (`t.to(like.dtype).float()`, a
+// caller's cast that survives) feeds an FP32 sinusoid: the sine of 999 takes the rounding (half a
+// unit at 999 is 0.25 rad) at full scale. The rounding is the cast's own precision, so
+// only the sine, fed what the run made, shows it; an FP32 op that only carries it (a
+// product) does not, and nor does the same sinusoid on the exact timestep.
+TEST(ModuleShadowTest, AnFp32OpThatAmplifiesARoundingMadeBeforeItIsWhereTheErrorIsMade) {
+  jit::Module root("TimeEmbeds");
+  root.register_parameter("w", torch::ones({1}), /*is_buffer=*/false);  // held in FP16
+  jit::Module cast("Cast");
+  cast.define(R"JIT(
+def forward(self, x, like):
+    return torch.sin(x.to(like.dtype).float() * 1.0) + x.to(like.dtype).float() * 2.0
+)JIT");
+  root.register_module("cast", cast);
+  root.register_module("exact", Leaf("Exact", "torch.sin(x.float() * 1.0)"));
+  root.define("def forward(self, x):\n    return self.cast.forward(x, self.w) + self.exact.forward(x)\n");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor t = torch::tensor({{999.0f, 998.7f, 997.3f, 995.1f}, {990.2f, 985.6f, 981.1f, 979.9f}});
+  PackageObserver fp32(Fp32Policy(), true), fp16(Fp16Emulated(), true);
+  const auto forward = [&](PackageObserver& observer) {  // t a float32 input, as a timestep
+    observer.BeginForward();
+    const at::Tensor in = observer.EnterRoot("m", t, /*float32_input=*/true);
+    return Forward(root, *instrumentation, observer, in);
+  };
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    forward(fp32);
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, Fp16Emulated(), &recorded);
+  {
+    ModuleShadow::ActiveScope active(compared);
+    forward(fp16);
+  }
+  const std::vector<IsolatedError> errors = compared.Errors();
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors.front().module, "m.cast");
+  EXPECT_EQ(errors.front().op, "aten::sin");
+  EXPECT_GT(errors.front().Excess(), 100);
+  for (const IsolatedError& e : errors) {
+    if (e.module == "m.exact" || e.op == "aten::mul") {
+      EXPECT_LT(e.Excess(), 2) << e.module << " " << e.op;
+    }
+  }
+}
+
 // Under FP8 storage, an op whose FP32 weights exceed the format's largest value (448 for
 // e4m3) is where the error is made, whatever its output's error: the weights saturate.
 TEST(ModuleShadowTest, WeightsBeyondFp8sRangeMakeTheirOpTheProducer) {

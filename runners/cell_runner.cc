@@ -336,8 +336,18 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   PipelineSpec without = spec;
   std::vector<std::string>& islands = without.policy.fp32_modules;
   bool weights_kept = false;  // a module island: its weights stay FP32
+  // An op fed a rounding made before it (IsolatedError::carried_error) computes in FP32
+  // already: its module, which made the rounding, is the island (not a component's root).
+  std::vector<OpSite> fed_roundings;
+  for (const IsolatedError& c : causes) {
+    if (c.carried_error > 0 && c.module.find('.') != std::string::npos)
+      fed_roundings.push_back({c.module, c.op});
+  }
   for (const OpSite& site : SitesToKeep(causes, /*offset_makers=*/false)) {
-    const std::string island = IslandKeepingInFp32(site.module, site.op, *weights);
+    const bool fed_rounding =
+        std::find(fed_roundings.begin(), fed_roundings.end(), site) != fed_roundings.end();
+    const std::string island =
+        fed_rounding ? site.module : IslandKeepingInFp32(site.module, site.op, *weights);
     weights_kept = weights_kept || island == site.module;
     if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
   }
@@ -485,11 +495,13 @@ double ShareOfBoundUsed(const ToleranceProfile& profile, const ComparisonMetrics
 // Whether a few small modules make the error of a cell its bound `profile` passes
 // (runners/cell_bound.h, kMadeInModulesErrorFactor): the finding for
 // VerdictInputs::made_in_modules, "" when they do not (or the cell is not searched); the
-// every-step search into `producer` when it is the finding's.
+// every-step search into `producer` and the islands into `kept_islands` when it is the
+// finding's.
 StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, ModelCache* models,
                                            const Golden& golden, const ToleranceProfile& profile,
                                            const ComparisonMetrics& metrics,
-                                           std::optional<ErrorProducer>& producer) {
+                                           std::optional<ErrorProducer>& producer,
+                                           std::vector<std::string>& kept_islands) {
   if (spec.model_dir.empty() || ShareOfBoundUsed(profile, metrics) < kMadeInModulesBandShare)
     return std::string();
   std::vector<IsolatedError> causes;
@@ -503,7 +515,12 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   // kMadeInModulesMaxWeightShare together; never a component's root ("denoiser": the whole
   // component). The ops at a module's own level ("denoiser:*") are no stand-in: measured,
   // a healthy root's glue (classifier-free guidance, token merging) kept in FP32 took away
-  // half or more of the error of 17 healthy cells.
+  // half or more of the error of 17 healthy cells. One is: the op of a root that made the
+  // offset a norm cancels (`norm(h + 64)` in the root's forward), as an op island.
+  std::vector<OpSite> offset_makers;
+  for (const IsolatedError& c : causes) {
+    if (c.input_offset >= kCancellingOffset && !c.input_maker.empty()) offset_makers.push_back(c.input_maker);
+  }
   PipelineSpec kept = spec;
   std::vector<std::string>& islands = kept.policy.fp32_modules;
   const size_t policy_islands = islands.size();
@@ -511,8 +528,12 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   double kept_share = 0;  // beyond the policy's own islands
   for (const OpSite& site : SitesToKeep(causes, /*offset_makers=*/true)) {
     const bool root = site.module.find('.') == std::string::npos;
-    if (root || std::find(islands.begin(), islands.end(), site.module) != islands.end()) continue;
-    islands.push_back(site.module);
+    const bool made_offset =
+        std::find(offset_makers.begin(), offset_makers.end(), site) != offset_makers.end();
+    if (root && !made_offset) continue;
+    const std::string island = root ? OpIslandEntry(site.module, site.op) : site.module;
+    if (std::find(islands.begin(), islands.end(), island) != islands.end()) continue;
+    islands.push_back(island);
     const double share = Fp32WeightFraction(*weights, kept.policy) - policy_share;
     if (share > kMadeInModulesMaxWeightShare) {
       islands.pop_back();
@@ -529,6 +550,7 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   const double cell = metrics.video.rel_l2, without = Compare(golden, run->result).video.rel_l2;
   if (!(cell >= kMadeInModulesErrorFactor * without)) return std::string();
   producer = *located;
+  kept_islands.assign(islands.begin() + static_cast<long>(policy_islands), islands.end());
   char text[512];
   std::snprintf(
       text, sizeof text, "%s (%s of the weights): kept in FP32, %s %.2f of the error (rel_l2 %.3g -> %.3g)",
@@ -764,8 +786,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     VerdictInputs plain = in;
     plain.expected_to_fail = false;
     if (DecideVerdict(plain).status == CellStatus::kPass) {
-      StatusOr<std::string> finding = MadeInModulesFinding(
-          spec, outcome->sampler.steps, models, *golden->golden, *in.tolerance, *in.metrics, producer);
+      StatusOr<std::string> finding =
+          MadeInModulesFinding(spec, outcome->sampler.steps, models, *golden->golden, *in.tolerance,
+                               *in.metrics, producer, result.made_in_islands);
       if (!finding.ok()) return finding.status();
       in.made_in_modules = *finding;
     }

@@ -101,6 +101,14 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
                   Fp8MaxFinite(*Fp8FormatOf(spec.policy.storage)));
     producer.note = text;
   }
+  if (top.carried_error > 0 && std::isfinite(top.Excess()) && top.Excess() >= kCauseExcess) {
+    char text[240];
+    std::snprintf(text, sizeof text,
+                  "it computes in FP32 on an input made from a value rounded before it (error %.3g): "
+                  "it amplifies that rounding %.0fx",
+                  top.carried_error, top.error / top.carried_error);
+    producer.note = text;
+  }
   if (top.input_offset >= kCancellingOffset && !top.input_maker.empty()) {
     // The norm returns the rounding of its input's offset: the maker of the offset made it.
     char text[320];
@@ -119,7 +127,15 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
     const std::string norm = compared.RoundedCancellingNorm();
     if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
   }
-  if (const ModuleShadow::MadeInput& input = compared.worst_made_input(); input.excess >= kCauseExcess) {
+  const ModuleShadow::MadeInput& made_input = compared.worst_made_input();
+  // Its maker's isolated error shows it (the maker fed a rounding made before it, whose
+  // output the next op takes as made): nothing more to say.
+  const auto shows = [&](const IsolatedError& e) {
+    return e.module == made_input.maker.module && e.op == made_input.maker.op &&
+           e.error >= 0.5 * made_input.error;
+  };
+  if (made_input.excess >= kCauseExcess && std::none_of(errors.begin(), errors.end(), shows)) {
+    const ModuleShadow::MadeInput& input = made_input;
     char text[400];
     std::snprintf(text, sizeof text,
                   "%s (%s) takes an input with an error of %.3g, %.0fx what the precision of the op "

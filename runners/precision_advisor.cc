@@ -10,6 +10,7 @@
 #include "pipelines/op_islands.h"
 #include "pipelines/pipeline_run.h"
 #include "pipelines/weighted_ops.h"
+#include "runners/cell_bound.h"
 #include "runners/error_producer.h"
 
 namespace framegate {
@@ -166,6 +167,19 @@ class Search {
   Search(const ResolvedCell& cell, const AdviseOptions& options)
       : cell_(cell), base_(cell.spec.policy), options_(options) {}
 
+  // A cell FAILed because a few small modules make its error (CellResult::made_in_islands)
+  // passes as soon as nothing is searched that way, cured or not: from then on a run
+  // passes only if it also leaves at most 1 / kMadeInModulesErrorFactor of `observed`'s
+  // error, as the rule's own run did.
+  void RequireTheCureOf(const CellResult& observed) {
+    if (!observed.made_in_islands.empty() && observed.metrics)
+      most_rel_l2_ = observed.metrics->video.rel_l2 / kMadeInModulesErrorFactor;
+  }
+  bool Passes(const CellResult& r) const {
+    return r.status == CellStatus::kPass &&
+           (!(most_rel_l2_ >= 0) || (r.metrics && r.metrics->video.rel_l2 <= most_rel_l2_));
+  }
+
   // Runs the cell with `islands` kept in FP32 (judged by the cell's own tolerance) and
   // records the run.
   StatusOr<CellResult> Try(const Islands& islands, Advice* advice) {
@@ -187,8 +201,18 @@ class Search {
     return r;
   }
 
+  // A run within the bound that RequireTheCureOf does not let pass is recorded as the
+  // FAIL it is.
   void Record(const Islands& islands, const CellResult& r, Advice* advice) {
-    advice->runs.push_back({islands, r.status, r.reason});
+    if (r.status == CellStatus::kPass && !Passes(r)) {
+      char text[200];
+      std::snprintf(
+          text, sizeof text, "within the bound, but it leaves %.2f of the error (rel_l2 %.3g): not cured",
+          r.metrics->video.rel_l2 / (most_rel_l2_ * kMadeInModulesErrorFactor), r.metrics->video.rel_l2);
+      advice->runs.push_back({islands, CellStatus::kFail, text});
+    } else {
+      advice->runs.push_back({islands, r.status, r.reason});
+    }
     if (options_.on_run) options_.on_run(advice->runs.back());
   }
 
@@ -200,6 +224,7 @@ class Search {
   const ResolvedCell& cell_;
   const DtypePolicy& base_;
   const AdviseOptions& options_;
+  double most_rel_l2_ = -1;  // RequireTheCureOf's; negative: none
 };
 
 // What the growing search decided after a failed run.
@@ -318,7 +343,7 @@ StatusOr<Islands> Shrink(Islands islands, Search& search, Advice* advice) {
     }
     StatusOr<CellResult> r = search.Try(fewer, advice);
     if (!r.ok()) return r.status();
-    if (r->status == CellStatus::kPass) {
+    if (search.Passes(*r)) {
       islands = fewer;
     } else {
       ++i;
@@ -365,6 +390,9 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   Islands queue = ProbeCandidates(*observed);
   Culprit last;
   Step step = Grow({}, *observed, nullptr, base, *weights, options.max_weight_share, &queue, &last);
+  search.RequireTheCureOf(*observed);
+  if (!observed->made_in_islands.empty())
+    step = Step{Normalized(base, observed->made_in_islands), "", "", ""};
   CellResult before = *observed;  // the run before step.next's islands
   bool passed = false;
   while (!step.next.empty() && search.BudgetLeft(advice)) {
@@ -373,11 +401,17 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
     if (r->status == CellStatus::kUnresolved) {
       return Status::NotFound("cannot judge without a golden: " + r->reason);
     }
-    advice.status_after = r->status;
-    if (r->status == CellStatus::kPass) {
+    if (search.Passes(*r)) {
+      advice.status_after = CellStatus::kPass;
       passed = true;
       break;
     }
+    if (r->status == CellStatus::kPass) {  // within the bound, but not cured
+      step = Stop("the islands pass the bound but leave more than 1/" +
+                  std::to_string(static_cast<int>(kMadeInModulesErrorFactor)) + " of the cell's error");
+      break;
+    }
+    advice.status_after = r->status;
     if (!Advisable(*r) && !step.origin_island.empty()) {  // the consumer's island instead
       Islands next = step.next;
       std::replace(next.begin(), next.end(), step.origin_island, step.consumer_island);

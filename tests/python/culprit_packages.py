@@ -119,6 +119,16 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  a grid of 4 near 999, a phase error of up to 2 rad at the fastest
                  frequency, within the bf16 profile on frames.
   tcast-twin     healthy: the sinusoid of the float32 timestep, cast after.
+  pos-cast       buffer-table's denoiser whose denoiser.posemb makes token positions
+                 1000 + k in the activations' dtype, then an FP32 sinusoid of them
+                 (`positions.float()`): BF16 holds them on a grid of 8, and the sine, fed
+                 that rounding in FP32, turns it into a phase error of up to 4 rad.
+  pos-twin       healthy: the positions made in float32.
+  root-drift     buffer-table's denoiser whose own forward adds +64 to conv_in's output
+                 before a GroupNorm (denoiser.norm) in a branch scaled by 0.1: BF16 rounds
+                 the sum, the norm returns that rounding at full scale; the frames stay
+                 within the bf16 profile.
+  root-drift-twin healthy: the same branch without the offset.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -669,6 +679,47 @@ class TimestepCastDenoiser(TableDenoiser):
         return self.conv_out(h)
 
 
+class PositionEmbed(nn.Module):
+    def __init__(self, cast_first: bool):
+        super().__init__()
+        self.cast_first = cast_first
+
+    def forward(self, h):
+        n = h.shape[2] * h.shape[3] * h.shape[4]
+        if self.cast_first:
+            positions = torch.arange(n, device=h.device).to(h.dtype) + 1000.0
+        else:
+            positions = torch.arange(n, device=h.device).to(torch.float32) + 1000.0
+        freqs = torch.exp(torch.arange(4, dtype=torch.float32) * (-9.2103 / 4))  # 1 .. 1e-3
+        angles = positions.float()[:, None] * freqs[None, :]
+        table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(h)
+        return h + 0.5 * table.t().reshape(1, 8, h.shape[2], h.shape[3], h.shape[4])
+
+
+class PositionCastDenoiser(TableDenoiser):
+    def __init__(self, cast_first: bool):
+        super().__init__(plain=False)
+        self.posemb = PositionEmbed(cast_first)
+
+    def forward(self, x, t, cond):
+        h = self.posemb(self.conv_in(x))
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
+class RootDriftDenoiser(TableDenoiser):
+    def __init__(self, offset: float):
+        super().__init__(plain=False)
+        self.offset = offset
+        self.norm = nn.GroupNorm(2, 8)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        h = h + 0.1 * self.norm(h + self.offset)
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
 def write(out_dir, name, denoiser, traced=False, frozen=False, decoder_class=None):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
@@ -724,6 +775,10 @@ PACKAGES = [
     (3, "blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: BlendDecoder(0.5, 2.0))),
     (3, "tcast", lambda: TimestepCastDenoiser(True), {}),
     (3, "tcast-twin", lambda: TimestepCastDenoiser(False), {}),
+    (3, "pos-cast", lambda: PositionCastDenoiser(True), {}),
+    (3, "pos-twin", lambda: PositionCastDenoiser(False), {}),
+    (3, "root-drift", lambda: RootDriftDenoiser(64.0), {}),
+    (3, "root-drift-twin", lambda: RootDriftDenoiser(0.0), {}),
 ]
 
 

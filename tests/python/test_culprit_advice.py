@@ -17,7 +17,10 @@ two packages whose culprit is smaller than the module where the damage shows
   `h += ...` is found there;
 - a model more sensitive than the population (its error within 2x of the profile's, no op
   making more than its precision predicts) passes and says why; a defect in the same band
-  (an offset a norm cancels, a cancellation written in place) still fails."""
+  (an offset a norm cancels, a cancellation written in place) still fails;
+- an FP32 op fed a rounding made before it (positions made in BF16, then a sinusoid) is
+  where the error is made; a norm cancelling an offset its root's own forward adds fails
+  within its bound, and its advice is a cure, not only a pass."""
 import json
 import os
 import pathlib
@@ -55,7 +58,7 @@ def packages(tmp_path_factory):
                  "steep-whisper", "unshift", "inplace-whisper", "fp8-cancel", "sum-cancel",
                  "inplace-sum-cancel", "motion-diff", "motion-tdiff", "motion-center", "steep-twin",
                  "bool-mask-attention", "fp8-range", "fp8-outlier", "blend-motion", "blend-twin", "tcast",
-                 "tcast-twin"):
+                 "tcast-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -516,3 +519,40 @@ def test_a_cell_within_its_bound_fails_when_a_small_module_makes_its_error(packa
     assert advice["status_before"] == "FAIL" and advice["status_after"] == "PASS", advice["runs"]
     assert advice["islands"] == [module], advice["runs"]
 
+
+
+def test_an_fp32_op_that_amplifies_a_rounding_made_before_it_is_where_the_error_is_made(packages, tmp_path):
+    # pos-cast: token positions 1000 + k made in BF16 (a grid of 8), then `.float()` into a
+    # sinusoid. The rounding is the cast's own precision; the sine, computing in FP32, is
+    # fed it as the run made it and turns it into a phase error: it is named, and the cell
+    # FAILs. Before, every op was fed exact FP32 inputs, none exceeded its precision, and
+    # the cell passed as "a model more sensitive than the population" at 2x its error.
+    cell = one_cell(packages, tmp_path, "pos-cast", "bf16", returncodes=(1,))
+    assert cell["status"] == "FAIL" and cell["reason"].startswith("min_psnr "), cell
+    assert "at 2x its error" not in cell["judged_by"], cell["judged_by"]
+    producer = cell["producer"]
+    assert producer["module"] == "denoiser.posemb" and producer["op"] in ("aten::sin", "aten::cos"), producer
+    assert "on an input made from a value rounded before it" in producer["note"], producer
+    twin = one_cell(packages, tmp_path, "pos-twin", "bf16", returncodes=(0,))
+    assert twin["status"] == "PASS" and "at 2x" not in twin["judged_by"], twin
+    # The op alone in FP32 takes the rounded positions: advise keeps the module that made them.
+    advice = passing_advice(packages, tmp_path, "pos-cast", "bf16")
+    assert advice["islands"] == ["denoiser.posemb"], advice["runs"]
+
+
+def test_an_offset_a_norm_cancels_made_in_a_roots_own_forward_fails_within_its_bound(packages, tmp_path):
+    # root-drift: the denoiser's own forward adds +64 before denoiser.norm. The frames stay
+    # within the bf16 profile; the norm module and the root's add (an op island, not the
+    # whole denoiser) kept in FP32 take most of the error away: the cell FAILs naming both.
+    cell = one_cell(packages, tmp_path, "root-drift", "bf16", returncodes=(1,))
+    assert cell["status"] == "FAIL", cell
+    assert cell["reason"].startswith("error made in denoiser.norm, denoiser:aten::add ("), cell["reason"]
+    assert cell["metrics"]["min_psnr"] > 26.8, cell["metrics"]
+    twin = one_cell(packages, tmp_path, "root-drift-twin", "bf16", returncodes=(0,))
+    assert twin["status"] == "PASS" and "error made in" not in twin["reason"], twin
+    # advise keeps both: the norm alone passes the bound (nothing is searched any more) but
+    # leaves half of the error, which is not a cure.
+    advice = passing_advice(packages, tmp_path, "root-drift", "bf16")
+    assert sorted(advice["islands"]) == ["denoiser.norm", "denoiser:aten::add"], advice["runs"]
+    uncured = [r for r in advice["runs"] if r["islands"] == ["denoiser.norm"]]
+    assert uncured and uncured[0]["status"] == "FAIL" and "not cured" in uncured[0]["reason"], advice["runs"]
