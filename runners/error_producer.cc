@@ -128,13 +128,13 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
     if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
   }
   const ModuleShadow::MadeInput& made_input = compared.worst_made_input();
-  // Its maker's isolated error shows it (the maker fed a rounding made before it, whose
-  // output the next op takes as made): nothing more to say.
+  // Its maker is a cause whose isolated error shows it (an op fed a rounding made before
+  // it, whose output the next op takes as made): nothing more to say.
   const auto shows = [&](const IsolatedError& e) {
     return e.module == made_input.maker.module && e.op == made_input.maker.op &&
            e.error >= 0.5 * made_input.error;
   };
-  if (made_input.excess >= kCauseExcess && std::none_of(errors.begin(), errors.end(), shows)) {
+  if (made_input.excess >= kCauseExcess && std::none_of(causes->begin(), causes->end(), shows)) {
     const ModuleShadow::MadeInput& input = made_input;
     char text[400];
     std::snprintf(text, sizeof text,
