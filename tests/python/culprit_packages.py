@@ -124,10 +124,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  (`positions.float()`): BF16 holds them on a grid of 8, and the sine, fed
                  that rounding in FP32, turns it into a phase error of up to 4 rad.
   pos-twin       healthy: the positions made in float32.
-  root-drift     buffer-table's denoiser whose own forward adds +64 to conv_in's output
-                 before a GroupNorm (denoiser.norm) in a branch scaled by 0.1: BF16 rounds
-                 the sum, the norm returns that rounding at full scale; the frames stay
-                 within the bf16 profile.
+  root-drift     buffer-table's denoiser whose own forward adds +256 to conv_in's output
+                 before a GroupNorm (denoiser.norm) in a branch scaled by 0.1: BF16 and
+                 FP16 round the sum, the norm returns that rounding at full scale; the
+                 frames stay within the bf16 and fp16-emulated profiles.
   root-drift-twin healthy: the same branch without the offset.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
@@ -777,7 +777,7 @@ PACKAGES = [
     (3, "tcast-twin", lambda: TimestepCastDenoiser(False), {}),
     (3, "pos-cast", lambda: PositionCastDenoiser(True), {}),
     (3, "pos-twin", lambda: PositionCastDenoiser(False), {}),
-    (3, "root-drift", lambda: RootDriftDenoiser(64.0), {}),
+    (3, "root-drift", lambda: RootDriftDenoiser(256.0), {}),
     (3, "root-drift-twin", lambda: RootDriftDenoiser(0.0), {}),
 ]
 

@@ -540,19 +540,19 @@ def test_an_fp32_op_that_amplifies_a_rounding_made_before_it_is_where_the_error_
     assert advice["islands"] == ["denoiser.posemb"], advice["runs"]
 
 
-def test_an_offset_a_norm_cancels_made_in_a_roots_own_forward_fails_within_its_bound(packages, tmp_path):
-    # root-drift: the denoiser's own forward adds +64 before denoiser.norm. The frames stay
-    # within the bf16 profile; the norm module and the root's add (an op island, not the
-    # whole denoiser) kept in FP32 take most of the error away: the cell FAILs naming both.
-    cell = one_cell(packages, tmp_path, "root-drift", "bf16", returncodes=(1,))
+@pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
+def test_an_offset_a_norm_cancels_made_in_a_roots_own_forward_fails_within_its_bound(packages, tmp_path, policy):
+    # root-drift: the denoiser's own forward adds +256 before denoiser.norm. The frames stay
+    # within the profile; the norm module and the root's add (an op island, not the whole
+    # denoiser) kept in FP32 take most of the error away: the cell FAILs naming both.
+    cell = one_cell(packages, tmp_path, "root-drift", policy, returncodes=(1,))
     assert cell["status"] == "FAIL", cell
     assert cell["reason"].startswith("error made in denoiser.norm, denoiser:aten::add ("), cell["reason"]
-    assert cell["metrics"]["min_psnr"] > 26.8, cell["metrics"]
-    twin = one_cell(packages, tmp_path, "root-drift-twin", "bf16", returncodes=(0,))
+    assert cell["metrics"]["min_psnr"] > {"bf16": 26.8, "fp16-emulated": 46.8}[policy], cell["metrics"]
+    twin = one_cell(packages, tmp_path, "root-drift-twin", policy, returncodes=(0,))
     assert twin["status"] == "PASS" and "error made in" not in twin["reason"], twin
-    # advise keeps both: the norm alone passes the bound (nothing is searched any more) but
-    # leaves half of the error, which is not a cure.
-    advice = passing_advice(packages, tmp_path, "root-drift", "bf16")
+    # advise keeps both: with the norm alone in FP32 the frames are within the bound, but
+    # it takes the rounded sum, which is no cure: that run is no pass.
+    advice = passing_advice(packages, tmp_path, "root-drift", policy)
     assert sorted(advice["islands"]) == ["denoiser.norm", "denoiser:aten::add"], advice["runs"]
-    uncured = [r for r in advice["runs"] if r["islands"] == ["denoiser.norm"]]
-    assert uncured and uncured[0]["status"] == "FAIL" and "not cured" in uncured[0]["reason"], advice["runs"]
+    assert all(r["status"] == "FAIL" for r in advice["runs"] if r["islands"] == ["denoiser.norm"]), advice["runs"]
