@@ -132,21 +132,15 @@ def forward(self, x):
 // A float32-only value (a timestep sinusoid's phase, from t.float()) stays float32 under
 // FP16 emulation: its FP32 stand-in is held in float32 too, so the sinusoid makes no error
 // of its own (it used to be taken as FP16 and named the producer).
-TEST(ModuleShadowTest, AFloat32OnlyValuesStandInStaysFloat32UnderFp16Emulation) {
-  jit::Module root("TimeEmbed");
-  root.define(R"JIT(
-def forward(self, t):
-    # dtype=6: float32
-    args = t.float()[:, None] * torch.arange(8, dtype=6)[None, :] * 100.37
-    return torch.sin(args) * 1.0
-)JIT");
-  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
-  const at::Tensor t = torch::full({2}, 999.0);
+// ShadowErrors under FP16 emulation for a root whose input `t` the contract keeps float32
+// (a timestep).
+std::vector<IsolatedError> TimestepShadowErrors(jit::Module& root, GraphInstrumentation& instrumentation,
+                                                const at::Tensor& t) {
   PackageObserver fp32(Fp32Policy(), true), fp16(Fp16Emulated(), true);
   const auto forward = [&](PackageObserver& observer) {
     observer.BeginForward();
     const at::Tensor in = observer.EnterRoot("m", t, /*float32_input=*/true);
-    return Forward(root, *instrumentation, observer, in);
+    return Forward(root, instrumentation, observer, in);
   };
   ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
   {
@@ -158,7 +152,22 @@ def forward(self, t):
     ModuleShadow::ActiveScope active(compared);
     forward(fp16);
   }
-  for (const IsolatedError& e : compared.Errors()) EXPECT_LT(e.Excess(), 1) << e.module << " " << e.op;
+  return compared.Errors();
+}
+
+TEST(ModuleShadowTest, AFloat32OnlyValuesStandInStaysFloat32UnderFp16Emulation) {
+  jit::Module root("TimeEmbed");
+  root.define(R"JIT(
+def forward(self, t):
+    # dtype=6: float32
+    args = t.float()[:, None] * torch.arange(8, dtype=6)[None, :] * 100.37
+    return torch.sin(args) * 1.0
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor t = torch::full({2}, 999.0);
+  for (const IsolatedError& e : TimestepShadowErrors(root, *instrumentation, t)) {
+    EXPECT_LT(e.Excess(), 1) << e.module << " " << e.op;
+  }
 }
 
 // A timestep rounded to FP16 and then made float32 again (`t.to(like.dtype).float()`, a
@@ -179,23 +188,7 @@ def forward(self, x, like):
   root.define("def forward(self, x):\n    return self.cast.forward(x, self.w) + self.exact.forward(x)\n");
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
   const at::Tensor t = torch::tensor({{999.0f, 998.7f, 997.3f, 995.1f}, {990.2f, 985.6f, 981.1f, 979.9f}});
-  PackageObserver fp32(Fp32Policy(), true), fp16(Fp16Emulated(), true);
-  const auto forward = [&](PackageObserver& observer) {  // t a float32 input, as a timestep
-    observer.BeginForward();
-    const at::Tensor in = observer.EnterRoot("m", t, /*float32_input=*/true);
-    return Forward(root, *instrumentation, observer, in);
-  };
-  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
-  {
-    ModuleShadow::ActiveScope active(recorded);
-    forward(fp32);
-  }
-  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, Fp16Emulated(), &recorded);
-  {
-    ModuleShadow::ActiveScope active(compared);
-    forward(fp16);
-  }
-  const std::vector<IsolatedError> errors = compared.Errors();
+  const std::vector<IsolatedError> errors = TimestepShadowErrors(root, *instrumentation, t);
   ASSERT_FALSE(errors.empty());
   EXPECT_EQ(errors.front().module, "m.cast");
   EXPECT_EQ(errors.front().op, "aten::sin");
