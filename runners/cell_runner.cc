@@ -526,19 +526,24 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   const size_t policy_islands = islands.size();
   const double policy_share = Fp32WeightFraction(*weights, spec.policy);
   double kept_share = 0;  // beyond the policy's own islands
-  for (const OpSite& site : SitesToKeep(causes, /*offset_makers=*/true)) {
-    const bool root = site.module.find('.') == std::string::npos;
-    const bool made_offset =
-        std::find(offset_makers.begin(), offset_makers.end(), site) != offset_makers.end();
-    if (root && !made_offset) continue;
-    const std::string island = root ? OpIslandEntry(site.module, site.op) : site.module;
-    if (std::find(islands.begin(), islands.end(), island) != islands.end()) continue;
-    islands.push_back(island);
-    const double share = Fp32WeightFraction(*weights, kept.policy) - policy_share;
-    if (share > kMadeInModulesMaxWeightShare) {
-      islands.pop_back();
-    } else {
-      kept_share = share;
+  for (const IsolatedError& cause : causes) {
+    // A strong cause (an error far past any rounding) may take larger modules in.
+    const double cap = cause.Excess() >= kMadeInModulesStrongExcess ? kMadeInModulesStrongMaxWeightShare
+                                                                    : kMadeInModulesMaxWeightShare;
+    for (const OpSite& site : SitesToKeep({cause}, /*offset_makers=*/true)) {
+      const bool root = site.module.find('.') == std::string::npos;
+      const bool made_offset =
+          std::find(offset_makers.begin(), offset_makers.end(), site) != offset_makers.end();
+      if (root && !made_offset) continue;
+      const std::string island = root ? OpIslandEntry(site.module, site.op) : site.module;
+      if (std::find(islands.begin(), islands.end(), island) != islands.end()) continue;
+      islands.push_back(island);
+      const double share = Fp32WeightFraction(*weights, kept.policy) - policy_share;
+      if (share > cap) {
+        islands.pop_back();
+      } else {
+        kept_share = share;
+      }
     }
   }
   if (islands.size() == policy_islands) return std::string();
