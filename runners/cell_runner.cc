@@ -296,21 +296,20 @@ StatusOr<CellResult> RunReplayCell(const ResolvedCell& resolved, const CellRunOp
   return result;
 }
 
-// The sites that keeping `causes` (a search's, largest excess first) in FP32 takes, in
-// order: each cause, then for a cancelling sum each input maker that is a sum or a mean
-// (only a sum that made an input rounds it: an op between them, `* 1.0` or a clone, kept
-// too, would hand the sum an exact copy of the rounded value, hiding it); with
-// `offset_makers`, for a norm cancelling an offset, the op that made it (the norm alone
-// returns that rounding).
-std::vector<OpSite> SitesToKeep(const std::vector<IsolatedError>& causes, bool offset_makers) {
-  std::vector<OpSite> sites;
-  for (const IsolatedError& c : causes) {
-    sites.push_back({c.module, c.op});
-    if (offset_makers && c.input_offset >= kCancellingOffset) sites.push_back(c.input_maker);
-    if (!IsCancellingSum(c)) continue;
-    for (const OpSite& maker : c.input_makers) {
-      if (IsSumOrMean(maker.op)) sites.push_back(maker);
-    }
+// Whether `module` is a component's root ("denoiser", "decoder": the whole component).
+bool IsComponentRoot(const std::string& module) { return module.find('.') == std::string::npos; }
+
+// The sites that keeping `cause` (a search's) in FP32 takes, in order: the cause, then
+// for a cancelling sum each input maker that is a sum or a mean (only a sum that made an
+// input rounds it: an op between them, `* 1.0` or a clone, kept too, would hand the sum an
+// exact copy of the rounded value, hiding it); with `offset_makers`, for a norm
+// cancelling an offset, the op that made it (the norm alone returns that rounding).
+std::vector<OpSite> SitesToKeep(const IsolatedError& cause, bool offset_makers) {
+  std::vector<OpSite> sites = {{cause.module, cause.op}};
+  if (offset_makers && cause.input_offset >= kCancellingOffset) sites.push_back(cause.input_maker);
+  if (!IsCancellingSum(cause)) return sites;
+  for (const OpSite& maker : cause.input_makers) {
+    if (IsSumOrMean(maker.op)) sites.push_back(maker);
   }
   return sites;
 }
@@ -336,20 +335,17 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   PipelineSpec without = spec;
   std::vector<std::string>& islands = without.policy.fp32_modules;
   bool weights_kept = false;  // a module island: its weights stay FP32
-  // An op fed a rounding made before it (IsolatedError::carried_error) computes in FP32
-  // already: its module, which made the rounding, is the island (not a component's root).
-  std::vector<OpSite> fed_roundings;
   for (const IsolatedError& c : causes) {
-    if (c.carried_error > 0 && c.module.find('.') != std::string::npos)
-      fed_roundings.push_back({c.module, c.op});
-  }
-  for (const OpSite& site : SitesToKeep(causes, /*offset_makers=*/false)) {
-    const bool fed_rounding =
-        std::find(fed_roundings.begin(), fed_roundings.end(), site) != fed_roundings.end();
-    const std::string island =
-        fed_rounding ? site.module : IslandKeepingInFp32(site.module, site.op, *weights);
-    weights_kept = weights_kept || island == site.module;
-    if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+    for (const OpSite& site : SitesToKeep(c, /*offset_makers=*/false)) {
+      // An op fed a rounding made before it (IsolatedError::carried_error) computes in FP32
+      // already: its module, which made the rounding, is the island (not a component's root).
+      const bool fed_rounding =
+          c.carried_error > 0 && site == OpSite{c.module, c.op} && !IsComponentRoot(c.module);
+      const std::string island =
+          fed_rounding ? site.module : IslandKeepingInFp32(site.module, site.op, *weights);
+      weights_kept = weights_kept || island == site.module;
+      if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+    }
   }
   const auto weak_sum = [](const IsolatedError& c) {
     return IsCancellingSum(c) && c.Excess() < kCauseExcess;
@@ -517,10 +513,6 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   // a healthy root's glue (classifier-free guidance, token merging) kept in FP32 took away
   // half or more of the error of 17 healthy cells. One is: the op of a root that made the
   // offset a norm cancels (`norm(h + 64)` in the root's forward), as an op island.
-  std::vector<OpSite> offset_makers;
-  for (const IsolatedError& c : causes) {
-    if (c.input_offset >= kCancellingOffset && !c.input_maker.empty()) offset_makers.push_back(c.input_maker);
-  }
   PipelineSpec kept = spec;
   std::vector<std::string>& islands = kept.policy.fp32_modules;
   const size_t policy_islands = islands.size();
@@ -530,10 +522,9 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
     // A strong cause (an error far past any rounding) may take larger modules in.
     const double cap = cause.Excess() >= kMadeInModulesStrongExcess ? kMadeInModulesStrongMaxWeightShare
                                                                     : kMadeInModulesMaxWeightShare;
-    for (const OpSite& site : SitesToKeep({cause}, /*offset_makers=*/true)) {
-      const bool root = site.module.find('.') == std::string::npos;
-      const bool made_offset =
-          std::find(offset_makers.begin(), offset_makers.end(), site) != offset_makers.end();
+    for (const OpSite& site : SitesToKeep(cause, /*offset_makers=*/true)) {
+      const bool root = IsComponentRoot(site.module);
+      const bool made_offset = cause.input_offset >= kCancellingOffset && site == cause.input_maker;
       if (root && !made_offset) continue;
       const std::string island = root ? OpIslandEntry(site.module, site.op) : site.module;
       if (std::find(islands.begin(), islands.end(), island) != islands.end()) continue;

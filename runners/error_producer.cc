@@ -127,15 +127,13 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
     const std::string norm = compared.RoundedCancellingNorm();
     if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
   }
-  const ModuleShadow::MadeInput& made_input = compared.worst_made_input();
+  const ModuleShadow::MadeInput& input = compared.worst_made_input();
   // Its maker is a cause whose isolated error shows it (an op fed a rounding made before
   // it, whose output the next op takes as made): nothing more to say.
   const auto shows = [&](const IsolatedError& e) {
-    return e.module == made_input.maker.module && e.op == made_input.maker.op &&
-           e.error >= 0.5 * made_input.error;
+    return e.module == input.maker.module && e.op == input.maker.op && e.error >= 0.5 * input.error;
   };
-  if (made_input.excess >= kCauseExcess && std::none_of(causes->begin(), causes->end(), shows)) {
-    const ModuleShadow::MadeInput& input = made_input;
+  if (input.excess >= kCauseExcess && std::none_of(causes->begin(), causes->end(), shows)) {
     char text[400];
     std::snprintf(text, sizeof text,
                   "%s (%s) takes an input with an error of %.3g, %.0fx what the precision of the op "

@@ -173,11 +173,12 @@ class Search {
   // error, as the rule's own run did.
   void RequireTheCureOf(const CellResult& observed) {
     if (!observed.made_in_islands.empty() && observed.metrics)
-      most_rel_l2_ = observed.metrics->video.rel_l2 / kMadeInModulesErrorFactor;
+      observed_rel_l2_ = observed.metrics->video.rel_l2;
   }
   bool Passes(const CellResult& r) const {
     return r.status == CellStatus::kPass &&
-           (!(most_rel_l2_ >= 0) || (r.metrics && r.metrics->video.rel_l2 <= most_rel_l2_));
+           (!(observed_rel_l2_ >= 0) ||
+            (r.metrics && r.metrics->video.rel_l2 * kMadeInModulesErrorFactor <= observed_rel_l2_));
   }
 
   // Runs the cell with `islands` kept in FP32 (judged by the cell's own tolerance) and
@@ -206,9 +207,9 @@ class Search {
   void Record(const Islands& islands, const CellResult& r, Advice* advice) {
     if (r.status == CellStatus::kPass && !Passes(r)) {
       char text[200];
-      std::snprintf(
-          text, sizeof text, "within the bound, but it leaves %.2f of the error (rel_l2 %.3g): not cured",
-          r.metrics->video.rel_l2 / (most_rel_l2_ * kMadeInModulesErrorFactor), r.metrics->video.rel_l2);
+      std::snprintf(text, sizeof text,
+                    "within the bound, but it leaves %.2f of the error (rel_l2 %.3g): not cured",
+                    r.metrics->video.rel_l2 / observed_rel_l2_, r.metrics->video.rel_l2);
       advice->runs.push_back({islands, CellStatus::kFail, text});
     } else {
       advice->runs.push_back({islands, r.status, r.reason});
@@ -224,7 +225,7 @@ class Search {
   const ResolvedCell& cell_;
   const DtypePolicy& base_;
   const AdviseOptions& options_;
-  double most_rel_l2_ = -1;  // RequireTheCureOf's; negative: none
+  double observed_rel_l2_ = -1;  // RequireTheCureOf's cell's; negative: none
 };
 
 // What the growing search decided after a failed run.
@@ -389,10 +390,15 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
 
   Islands queue = ProbeCandidates(*observed);
   Culprit last;
-  Step step = Grow({}, *observed, nullptr, base, *weights, options.max_weight_share, &queue, &last);
+  // A cell the made-in-modules rule FAILed starts from the islands that rule proved.
   search.RequireTheCureOf(*observed);
-  if (!observed->made_in_islands.empty())
-    step = Step{Normalized(base, observed->made_in_islands), "", "", ""};
+  Step step;
+  if (observed->made_in_islands.empty()) {
+    step = Grow({}, *observed, nullptr, base, *weights, options.max_weight_share, &queue, &last);
+  } else {
+    step.next = Normalized(base, observed->made_in_islands);
+    last = IslandSeedOf(*observed);
+  }
   CellResult before = *observed;  // the run before step.next's islands
   bool passed = false;
   while (!step.next.empty() && search.BudgetLeft(advice)) {

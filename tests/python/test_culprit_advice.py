@@ -559,4 +559,6 @@ def test_an_offset_a_norm_cancels_made_in_a_roots_own_forward_fails_within_its_b
     # it takes the rounded sum, which is no cure: that run is no pass.
     advice = passing_advice(packages, tmp_path, "root-drift", policy)
     assert sorted(advice["islands"]) == ["denoiser.norm", "denoiser:aten::add"], advice["runs"]
+    # Its first run after the cell's keeps the islands the rule proved.
+    assert sorted(advice["runs"][1]["islands"]) == ["denoiser.norm", "denoiser:aten::add"], advice["runs"]
     assert all(r["status"] == "FAIL" for r in advice["runs"] if r["islands"] == ["denoiser.norm"]), advice["runs"]
