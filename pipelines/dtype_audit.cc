@@ -74,8 +74,8 @@ StatusOr<DtypeAudit> AuditDtypes(const PipelineSpec& spec) {
     if (!tensors.ok()) return tensors.status();
     DtypeAudit audit;
     for (const PackageTensor& t : *tensors) {
-      const std::string module = ModuleOfWeight(t.name);  // "denoiser.blocks.0.ff.0"
-      const c10::ScalarType expected = spec.policy.InFp32Module(module) ? c10::kFloat : spec.policy.compute;
+      const c10::ScalarType expected =
+          spec.policy.KeepsWeightInFp32(t.name) ? c10::kFloat : spec.policy.compute;
       if (c10::isFloatingType(t.dtype) && t.dtype != expected)
         audit.weights.push_back({t.name, DtypeName(expected), DtypeName(t.dtype)});
     }

@@ -400,6 +400,11 @@ bool DtypePolicy::InFp32Module(const std::string& path) const {
   }
 }
 
+bool DtypePolicy::KeepsWeightInFp32(const std::string& weight_path) const {
+  return InFp32Module(ModuleOfWeight(weight_path)) ||
+         std::find(fp32_modules.begin(), fp32_modules.end(), weight_path) != fp32_modules.end();
+}
+
 std::string DtypePolicy::ToToml() const {
   auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
   std::ostringstream out;

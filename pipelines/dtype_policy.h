@@ -32,6 +32,8 @@ struct DtypePolicy {
   // "denoiser.blocks.*.ff" for a package, "blocks.*.ff" or "decoder" for the reference
   // model. A module is inside an island when its path or an ancestor's matches. Its
   // weights stay FP32, its inputs are cast to FP32 and its outputs back at the boundary.
+  // An entry that is a weight's whole path ("decoder.sigma") keeps that weight stored in
+  // FP32 (KeepsWeightInFp32); an op island entry "PATH:OP", pipelines/op_islands.h.
   std::vector<std::string> fp32_modules;
   // The preset a policy defined in a file starts from (`based_on`); its tolerance
   // profile judges the policy. "" for a preset.
@@ -63,6 +65,9 @@ struct DtypePolicy {
   bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }
   // Whether module `path` (or one of its ancestors) matches an fp32_modules glob.
   bool InFp32Module(const std::string& path) const;
+  // Whether the weight (parameter or buffer) at `weight_path` ("denoiser.blocks.0.ff.0.weight")
+  // is stored in FP32: its module is inside an island, or an fp32_modules entry is its path.
+  bool KeepsWeightInFp32(const std::string& weight_path) const;
   // An FP32 island by kind or by path.
   bool IsIsland(ModuleKind kind, const std::string& path) const {
     return IsIsland(kind) || InFp32Module(path);

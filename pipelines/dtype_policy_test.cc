@@ -76,6 +76,16 @@ TEST(DtypePolicyTest, Fp32ModulesMatchAPathOrAnAncestor) {
   EXPECT_EQ(ModuleOfWeight("denoiser.blocks.0.ff.0.weight"), "denoiser.blocks.0.ff.0");
 }
 
+TEST(DtypePolicyTest, AnEntryNamingAWeightKeepsThatWeightAloneInFp32) {
+  DtypePolicy p;
+  p.fp32_modules = {"denoiser.blocks.*.ff", "decoder.alpha"};
+  EXPECT_TRUE(p.KeepsWeightInFp32("denoiser.blocks.1.ff.0.weight"));  // its module's island
+  EXPECT_TRUE(p.KeepsWeightInFp32("decoder.alpha"));
+  EXPECT_FALSE(p.KeepsWeightInFp32("decoder.beta"));  // the root's other weights are not
+  EXPECT_FALSE(p.KeepsWeightInFp32("decoder.alpha2"));
+  EXPECT_FALSE(p.InFp32Module("decoder"));  // nor its ops: a weight is no module island
+}
+
 TEST(DtypePolicyTest, AFileDefinesPoliciesBasedOnAPresetAndTheTableRoundTrips) {
   StatusOr<PolicySet> set = PresetsAndPoliciesOf(
       "name = \"m\"\n[policy.mine]\nbased_on = \"fp16-emulated\"\n"

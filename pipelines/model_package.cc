@@ -55,9 +55,9 @@ class TorchScriptModel : public VideoModel {
       for (const auto& a : m->module.named_attributes(/*recurse=*/true))
         if (a.value.isTensor()) observer_.AddUnconverted(a.value.toTensor());
       for (const auto& p : m->module.named_parameters(/*recurse=*/true))
-        observer_.AddParameter(JoinModulePath(m->root, ModuleOfWeight(p.name)), p.value);
+        observer_.AddParameter(JoinModulePath(m->root, p.name), p.value);
       for (const auto& b : m->module.named_buffers(/*recurse=*/true))
-        observer_.AddParameter(JoinModulePath(m->root, ModuleOfWeight(b.name)), b.value);
+        observer_.AddParameter(JoinModulePath(m->root, b.name), b.value);
     }
   }
 
@@ -192,7 +192,7 @@ void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device d
   const std::optional<Fp8Format> fp8 = Fp8FormatOf(policy.storage);
   const bool reduced = policy.emulate_fp16 || policy.compute != at::kFloat;
   auto place = [&](const std::string& name, at::Tensor value, bool is_weight) {
-    const bool island = policy.InFp32Module(JoinModulePath(m.root, ModuleOfWeight(name)));
+    const bool island = policy.KeepsWeightInFp32(JoinModulePath(m.root, name));
     const bool made_real = value.is_complex() && reduced && !island;
     if (!value.is_floating_point() && !made_real) {
       value.set_data(value.to(device));

@@ -173,7 +173,12 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     return entered;
   }
   // An in-place op's input 0 is not hooked, so its result is not its own error alone.
-  if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0 || !Probed(value)) {
+  if (site.kind != GraphSite::Kind::kOp || site.in_place || steps_.count(step_) == 0) {
+    return inner.Before(path, site, input_index, value);
+  }
+  if (!Probed(value)) {
+    if (value.defined() && !value.is_complex() && value.numel() > 0)
+      NoteChoice(path, site, input_index, value);
     return inner.Before(path, site, input_index, value);
   }
   if (input_index == site.weight_input || input_index == StoredWeightInput(site.op) ||
@@ -333,6 +338,25 @@ void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& sit
   input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}};
 }
 
+void ModuleShadow::NoteChoice(const std::string& path, const GraphSite& site, int input_index,
+                              const at::Tensor& value) {
+  const std::string key = Key(path, site.op, 'n', input_index);
+  if (mode_ == Mode::kRecord) {
+    const int64_t bytes = value.numel() * static_cast<int64_t>(value.element_size());
+    if (bytes_ + bytes > max_bytes_) {
+      truncated_ = true;
+    } else {
+      bytes_ += bytes;
+      tensors_[key] = value.detach().clone();
+    }
+    return;
+  }
+  const auto recorded = reference_->tensors_.find(key);
+  if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) return;
+  if (!at::equal(recorded->second.to(value.device(), value.scalar_type()), value.detach()))
+    errors_[SiteKey(path, site.op, /*upcoming=*/true)].chose_differently = true;
+}
+
 void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
                            const at::Tensor& value) {
   const at::Tensor ref = recorded.to(value.device(), at::kDouble);
@@ -364,6 +388,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     if (norm != reference_->norm_inputs_.end()) e.input_offset = norm->second.offset;
     e.input_makers = sums.input_makers;
     e.carried_error = sums.carried_error;
+    e.chose_differently = sums.chose_differently;
     e.input_maker = norm != reference_->norm_inputs_.end() ? norm->second.maker
                     : sums.input_makers.empty()            ? OpSite{}
                                                            : sums.input_makers.front();

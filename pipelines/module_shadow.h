@@ -93,6 +93,10 @@ struct IsolatedError {
   // from a rounding before it (the op computes in FP32 already; the error comes with the
   // input, so only the module that made the rounding can keep it). 0 when none.
   double carried_error = 0;
+  // Whether an integer or bool input (an index, a mask) differed from the FP32 run's at a
+  // probed call: the op took other elements, so its error is a different choice (token
+  // merging's near-tied similarities ranked otherwise), not a rounding of its own.
+  bool chose_differently = false;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
 };
@@ -202,6 +206,7 @@ class ModuleShadow : public GraphObserver {
     // fed from outside its island takes them rounded to the policy's dtype.
     double input_roundoff = 0;
     double carried_error = 0;          // IsolatedError::carried_error
+    bool chose_differently = false;    // IsolatedError::chose_differently
     std::vector<OpSite> input_makers;  // IsolatedError::input_makers (kCompare)
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
@@ -217,6 +222,9 @@ class ModuleShadow : public GraphObserver {
   static at::Tensor Substitute(const at::Tensor& recorded, const at::Tensor& value, GraphObserver& inner,
                                const c10::ScalarType* entered_as);
   void RecordNormInput(const std::string& path, const GraphSite& site, const at::Tensor& value);
+  // An op's integer or bool input at a probed step: kept (kRecord), or compared with the
+  // FP32 run's (kCompare: ErrorSums::chose_differently). Never replaced.
+  void NoteChoice(const std::string& path, const GraphSite& site, int input_index, const at::Tensor& value);
   void Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
                const at::Tensor& value);
 

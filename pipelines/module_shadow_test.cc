@@ -200,6 +200,38 @@ def forward(self, x, like):
   }
 }
 
+// An op fed other indices than the FP32 run's (an argmax of sums that FP16 rounds to a
+// tie, as token merging ranks near-tied similarities) takes other elements: its error is
+// that choice, not a rounding of its own, and it says so; an op fed the same indices does
+// not.
+TEST(ModuleShadowTest, AnOpFedOtherIndicesThanTheFp32RunSaysItChoseDifferently) {
+  jit::Module root("Pick");
+  root.define(R"JIT(
+def forward(self, x):
+    s = (x[:, 0:2] * 1.0).sum(-1)
+    picked = torch.index_select(x, 0, torch.argmax(s, 0, True))
+    # dtype=4: int64
+    first = torch.gather(x, 0, torch.zeros([1, 3], dtype=4))
+    return picked * 1.0 + first * 1.0
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  // The first two columns sum to 1 and 1.0001; the third tells the rows apart.
+  const at::Tensor x = torch::tensor({{0.5f, 0.5f, -1.0f}, {0.5f, 0.5001f, 1.0f}});
+  bool seen_select = false, seen_gather = false;
+  for (const IsolatedError& e : ShadowErrors(root, *instrumentation, Fp16Emulated(), x)) {
+    if (e.op == "aten::index_select") {
+      seen_select = true;
+      EXPECT_TRUE(e.chose_differently);
+      EXPECT_GT(e.Excess(), 100);
+    } else {
+      seen_gather = seen_gather || e.op == "aten::gather";
+      EXPECT_FALSE(e.chose_differently) << e.module << " " << e.op;
+    }
+  }
+  EXPECT_TRUE(seen_select);
+  EXPECT_TRUE(seen_gather);
+}
+
 // Under FP8 storage, an op whose FP32 weights exceed the format's largest value (448 for
 // e4m3) is where the error is made, whatever its output's error: the weights saturate.
 TEST(ModuleShadowTest, WeightsBeyondFp8sRangeMakeTheirOpTheProducer) {

@@ -91,9 +91,9 @@ std::string JoinModulePath(const std::string& path, const std::string& callee) {
   return path.empty() ? callee : path + "." + callee;
 }
 
-void PackageObserver::AddParameter(const std::string& module_path, const at::Tensor& value) {
+void PackageObserver::AddParameter(const std::string& weight_path, const at::Tensor& value) {
   if (!policy_.emulate_fp16 || !value.defined() || !value.is_floating_point()) return;
-  would_be_.SetParameter(value, policy_.InFp32Module(module_path) ? at::kFloat : would_be_.reduced());
+  would_be_.SetParameter(value, policy_.KeepsWeightInFp32(weight_path) ? at::kFloat : would_be_.reduced());
 }
 
 void PackageObserver::AddUnconverted(const at::Tensor& value) {

@@ -52,9 +52,9 @@ class PackageObserver : public GraphObserver {
         track_makers_(!policy_.fp32_modules.empty()),
         track_float32_(policy_.emulate_fp16 || policy_.compute != at::kFloat) {}
 
-  // A parameter or buffer of module `module_path` (after the policy placed it): its
-  // would-be dtype for the FP16 emulation.
-  void AddParameter(const std::string& module_path, const at::Tensor& value);
+  // The parameter or buffer at `weight_path` (after the policy placed it): its would-be
+  // dtype for the FP16 emulation.
+  void AddParameter(const std::string& weight_path, const at::Tensor& value);
   // A tensor that module.to(dtype) leaves as it is, so its would-be dtype is its own: a
   // plain tensor attribute (neither parameter nor buffer, e.g. `self.freqs = ...`) or a
   // graph's tensor constant (a trace's baked tensor, a frozen module's weight).

@@ -68,7 +68,7 @@ double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePol
   int64_t total = 0, kept = 0;
   for (const WeightSize& w : weights) {
     total += w.numel;
-    if (policy.InFp32Module(ModuleOfWeight(w.name))) kept += w.numel;
+    if (policy.KeepsWeightInFp32(w.name)) kept += w.numel;
   }
   return total > 0 ? static_cast<double>(kept) / static_cast<double>(total) : 0.0;
 }

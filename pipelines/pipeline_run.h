@@ -100,8 +100,8 @@ struct WeightSize {
   int64_t numel = 0;
 };
 StatusOr<std::vector<WeightSize>> ListWeightSizes(const PipelineSpec& spec);
-// The share of `weights` (by elements) that `policy`'s module islands keep in FP32; 0 for
-// none (op islands keep no weights).
+// The share of `weights` (by elements) that `policy` keeps in FP32 (DtypePolicy::
+// KeepsWeightInFp32); 0 for none (op islands keep no weights).
 double Fp32WeightFraction(const std::vector<WeightSize>& weights, const DtypePolicy& policy);
 
 // Parses "cpu" / "cpu:<kernel path>" / "cuda:N"; Unsupported when this build lacks the

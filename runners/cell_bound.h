@@ -102,7 +102,9 @@ constexpr double kMadeInModulesMaxWeightShare = 0.1;
 // A cause at kMadeInModulesStrongExcess or more (an error far past any rounding: a blend
 // weight stored as 1.0, an offset 16x its spread) may bring them to this share. Measured
 // on the 614 runs of three rounds (docs/tolerances.md): no healthy cell changed, a blend
-// in a block of 10.3% of the weights FAILs (4 cells; 0.18-0.49 of the error left).
+// in a block of 10.3% of the weights FAILs (4 cells; 0.18-0.49 of the error left). Made
+// at a component's root, such a cause keeps the root's own ops (an op island) and its
+// scalars instead of the whole component.
 constexpr double kMadeInModulesStrongExcess = 16;
 constexpr double kMadeInModulesStrongMaxWeightShare = 0.3;
 constexpr double kMadeInModulesErrorFactor = 2;

@@ -509,31 +509,48 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   if (!weights.ok()) return weights.status();
   // Each cause's module (weights and all), largest excess first, while they hold at most
   // kMadeInModulesMaxWeightShare together; never a component's root ("denoiser": the whole
-  // component). The ops at a module's own level ("denoiser:*") are no stand-in: measured,
-  // a healthy root's glue (classifier-free guidance, token merging) kept in FP32 took away
-  // half or more of the error of 17 healthy cells. One is: the op of a root that made the
-  // offset a norm cancels (`norm(h + 64)` in the root's forward), as an op island.
+  // component). The ops at a root's own level ("denoiser:*") are no stand-in for a cause
+  // under kMadeInModulesStrongExcess: measured, a healthy root's glue (classifier-free
+  // guidance, token merging) kept in FP32 took away half or more of the error of 17
+  // healthy cells. They are for a strong cause made there (a timestep cast to BF16 before
+  // its sinusoid, `E[x^2] - E[x]^2`; with the root's own scalars), and the op of a root
+  // that made the offset a norm cancels (`norm(h + 64)` in the root's forward) is, as an
+  // op island. A cause that took other indices than the FP32 run (IsolatedError::
+  // chose_differently: token merging's gathers, 23-123x) is a different choice, not a
+  // rounding: not kept.
   PipelineSpec kept = spec;
   std::vector<std::string>& islands = kept.policy.fp32_modules;
   const size_t policy_islands = islands.size();
   const double policy_share = Fp32WeightFraction(*weights, spec.policy);
   double kept_share = 0;  // beyond the policy's own islands
   for (const IsolatedError& cause : causes) {
+    if (cause.chose_differently) continue;
     // A strong cause (an error far past any rounding) may take larger modules in.
-    const double cap = cause.Excess() >= kMadeInModulesStrongExcess ? kMadeInModulesStrongMaxWeightShare
-                                                                    : kMadeInModulesMaxWeightShare;
-    for (const OpSite& site : SitesToKeep(cause, /*offset_makers=*/true)) {
-      const bool root = IsComponentRoot(site.module);
-      const bool made_offset = cause.input_offset >= kCancellingOffset && site == cause.input_maker;
-      if (root && !made_offset) continue;
-      const std::string island = root ? OpIslandEntry(site.module, site.op) : site.module;
-      if (std::find(islands.begin(), islands.end(), island) != islands.end()) continue;
+    const bool strong = cause.Excess() >= kMadeInModulesStrongExcess;
+    const double cap = strong ? kMadeInModulesStrongMaxWeightShare : kMadeInModulesMaxWeightShare;
+    const auto keep = [&](const std::string& island) {
+      if (std::find(islands.begin(), islands.end(), island) != islands.end()) return;
       islands.push_back(island);
       const double share = Fp32WeightFraction(*weights, kept.policy) - policy_share;
       if (share > cap) {
         islands.pop_back();
       } else {
         kept_share = share;
+      }
+    };
+    for (const OpSite& site : SitesToKeep(cause, /*offset_makers=*/true)) {
+      const bool root = IsComponentRoot(site.module);
+      const bool made_offset = cause.input_offset >= kCancellingOffset && site == cause.input_maker;
+      if (root && !made_offset && !strong) continue;
+      if (!root || made_offset) {
+        keep(root ? OpIslandEntry(site.module, site.op) : site.module);
+        continue;
+      }
+      // The root's own ops, and the scalars stored at its own level that they read (a
+      // `1 - sigma` of a sigma stored as 1.0 is made where the scalar is stored).
+      keep(OpIslandEntry(site.module, "*"));
+      for (const WeightSize& w : *weights) {
+        if (w.numel == 1 && ModuleOfWeight(w.name) == site.module) keep(w.name);
       }
     }
   }

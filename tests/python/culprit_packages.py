@@ -733,6 +733,41 @@ class RootDriftDenoiser(TableDenoiser):
         return self.conv_out(h)
 
 
+class RootTimestepDenoiser(TableDenoiser):
+    """TimestepCastDenoiser's sinusoid written in the denoiser's own forward."""
+    def __init__(self, cast_first: bool):
+        super().__init__(plain=False)
+        self.cast_first = cast_first
+        self.register_buffer("freqs", torch.exp(torch.arange(4) * (-9.2103 / 4)))  # 1 .. 1e-3
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        if self.cast_first:
+            angles = t.type_as(h)[:, None] * self.freqs.type_as(h)
+            emb = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+        else:
+            angles = t.float()[:, None] * self.freqs.float()
+            emb = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(h)
+        h = h + 0.25 * emb[:, :, None, None, None]
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
+class RootBlendDecoder(Decoder):
+    """BlendDecoder's blend written in the decoder's own forward, its weight a parameter
+    of the decoder itself."""
+    def __init__(self, alpha=0.9995, motion_scale=2000.0):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(alpha))
+        self.motion_scale = motion_scale
+
+    def forward(self, z):
+        key = z.mean(dim=2, keepdim=True).expand_as(z)
+        blend = self.alpha * key + (1.0 - self.alpha) * self.motion_scale * (z - key)
+        up = torch.nn.functional.interpolate(z + 0.4 * blend, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(self.conv(up))
+
+
 def write(out_dir, name, denoiser, traced=False, frozen=False, decoder_class=None):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
@@ -795,6 +830,10 @@ PACKAGES = [
     (3, "pos-twin", lambda: PositionCastDenoiser(False), {}),
     (3, "root-drift", lambda: RootDriftDenoiser(256.0), {}),
     (3, "root-drift-twin", lambda: RootDriftDenoiser(0.0), {}),
+    (3, "root-tcast", lambda: RootTimestepDenoiser(True), {}),
+    (3, "root-tcast-twin", lambda: RootTimestepDenoiser(False), {}),
+    (3, "root-blend", lambda: TableDenoiser(plain=False), dict(decoder_class=RootBlendDecoder)),
+    (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
 
 
