@@ -314,6 +314,25 @@ std::vector<OpSite> SitesToKeep(const IsolatedError& cause, bool offset_makers) 
   return sites;
 }
 
+// Whether `cause` is made in a component root's own forward far past any rounding
+// (kMadeInModulesStrongExcess, not a different choice): the root's own ops stand in for it
+// (RootStandIn), not the whole component.
+bool MadeInARootsOwnForward(const IsolatedError& cause) {
+  return IsComponentRoot(cause.module) && cause.Excess() >= kMadeInModulesStrongExcess &&
+         !cause.chose_differently;
+}
+
+// The islands that stand in for the own forward of component root `root` ("denoiser"): its
+// own ops (an op island, no weight) and the scalars stored at its level (a `1 - sigma` of a
+// sigma stored as 1.0 is made where the scalar is stored), by their paths.
+std::vector<std::string> RootStandIn(const std::string& root, const std::vector<WeightSize>& weights) {
+  std::vector<std::string> islands = {OpIslandEntry(root, "*")};
+  for (const WeightSize& w : weights) {
+    if (w.numel == 1 && ModuleOfWeight(w.name) == root) islands.push_back(w.name);
+  }
+  return islands;
+}
+
 // Whether the ops of `causes` (a search's: at kCauseExcess or more, or cancelling sums)
 // do not make the error that breaks `broken`'s bound of `profile` against `golden`: one
 // run of the cell with each kept in FP32 (IslandKeepingInFp32; a cancelling sum with the
@@ -335,8 +354,18 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   PipelineSpec without = spec;
   std::vector<std::string>& islands = without.policy.fp32_modules;
   bool weights_kept = false;  // a module island: its weights stay FP32
+  const auto keep = [&](const std::string& island) {
+    if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+  };
   for (const IsolatedError& c : causes) {
     for (const OpSite& site : SitesToKeep(c, /*offset_makers=*/false)) {
+      if (site == OpSite{c.module, c.op} && MadeInARootsOwnForward(c)) {
+        for (const std::string& island : RootStandIn(c.module, *weights)) {
+          weights_kept = weights_kept || !IsOpIslandEntry(island);
+          keep(island);
+        }
+        continue;
+      }
       // An op fed a rounding made before it (IsolatedError::carried_error) computes in FP32
       // already: its module, which made the rounding, is the island (not a component's root).
       const bool fed_rounding =
@@ -344,7 +373,7 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
       const std::string island =
           fed_rounding ? site.module : IslandKeepingInFp32(site.module, site.op, *weights);
       weights_kept = weights_kept || island == site.module;
-      if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
+      keep(island);
     }
   }
   const auto weak_sum = [](const IsolatedError& c) {
@@ -528,7 +557,7 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
     // A strong cause (an error far past any rounding) may take larger modules in.
     const bool strong = cause.Excess() >= kMadeInModulesStrongExcess;
     const double cap = strong ? kMadeInModulesStrongMaxWeightShare : kMadeInModulesMaxWeightShare;
-    const auto keep = [&](const std::string& island) {
+    const auto keep_within_cap = [&](const std::string& island) {
       if (std::find(islands.begin(), islands.end(), island) != islands.end()) return;
       islands.push_back(island);
       const double share = Fp32WeightFraction(*weights, kept.policy) - policy_share;
@@ -541,16 +570,10 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
     for (const OpSite& site : SitesToKeep(cause, /*offset_makers=*/true)) {
       const bool root = IsComponentRoot(site.module);
       const bool made_offset = cause.input_offset >= kCancellingOffset && site == cause.input_maker;
-      if (root && !made_offset && !strong) continue;
       if (!root || made_offset) {
-        keep(root ? OpIslandEntry(site.module, site.op) : site.module);
-        continue;
-      }
-      // The root's own ops, and the scalars stored at its own level that they read (a
-      // `1 - sigma` of a sigma stored as 1.0 is made where the scalar is stored).
-      keep(OpIslandEntry(site.module, "*"));
-      for (const WeightSize& w : *weights) {
-        if (w.numel == 1 && ModuleOfWeight(w.name) == site.module) keep(w.name);
+        keep_within_cap(root ? OpIslandEntry(site.module, site.op) : site.module);
+      } else if (site == OpSite{cause.module, cause.op} && MadeInARootsOwnForward(cause)) {
+        for (const std::string& island : RootStandIn(site.module, *weights)) keep_within_cap(island);
       }
     }
   }

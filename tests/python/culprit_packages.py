@@ -753,6 +753,27 @@ class RootTimestepDenoiser(TableDenoiser):
         return self.conv_out(h)
 
 
+class RootPositionDenoiser(TableDenoiser):
+    """PositionCastDenoiser's positions written in the denoiser's own forward."""
+    def __init__(self, cast_first: bool):
+        super().__init__(plain=False)
+        self.cast_first = cast_first
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        n = h.shape[2] * h.shape[3] * h.shape[4]
+        if self.cast_first:
+            positions = torch.arange(n, device=h.device).to(h.dtype) + 1000.0
+        else:
+            positions = torch.arange(n, device=h.device).to(torch.float32) + 1000.0
+        freqs = torch.exp(torch.arange(4, dtype=torch.float32) * (-9.2103 / 4))  # 1 .. 1e-3
+        angles = positions.float()[:, None] * freqs[None, :]
+        table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(h)
+        h = h + 0.5 * table.t().reshape(1, 8, h.shape[2], h.shape[3], h.shape[4])
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
 class RootBlendDecoder(Decoder):
     """BlendDecoder's blend written in the decoder's own forward, its weight a parameter
     of the decoder itself."""
@@ -832,6 +853,8 @@ PACKAGES = [
     (3, "root-drift-twin", lambda: RootDriftDenoiser(0.0), {}),
     (3, "root-tcast", lambda: RootTimestepDenoiser(True), {}),
     (3, "root-tcast-twin", lambda: RootTimestepDenoiser(False), {}),
+    (3, "root-pos", lambda: RootPositionDenoiser(True), {}),
+    (3, "root-pos-twin", lambda: RootPositionDenoiser(False), {}),
     (3, "root-blend", lambda: TableDenoiser(plain=False), dict(decoder_class=RootBlendDecoder)),
     (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
