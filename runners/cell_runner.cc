@@ -357,13 +357,13 @@ StatusOr<std::optional<ErrorProducer>> KeptOpsLeaveTheError(
   const auto keep = [&](const std::string& island) {
     if (std::find(islands.begin(), islands.end(), island) == islands.end()) islands.push_back(island);
   };
+  const std::vector<WeightSize> kNoWeights;
   for (const IsolatedError& c : causes) {
     for (const OpSite& site : SitesToKeep(c, /*offset_makers=*/false)) {
       if (site == OpSite{c.module, c.op} && MadeInARootsOwnForward(c)) {
-        for (const std::string& island : RootStandIn(c.module, *weights)) {
-          weights_kept = weights_kept || !IsOpIslandEntry(island);
+        // A compute part's reference keeps its FP8 scalars: its root's own ops alone.
+        for (const std::string& island : RootStandIn(c.module, reference != nullptr ? kNoWeights : *weights))
           keep(island);
-        }
         continue;
       }
       // An op fed a rounding made before it (IsolatedError::carried_error) computes in FP32
