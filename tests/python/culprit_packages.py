@@ -666,18 +666,43 @@ class BlendDecoder(Decoder):
         return torch.tanh(self.conv(up))
 
 
+def timestep_sinusoid(t, freqs, like, cast_first: bool):
+    """Sines and cosines of t x freqs in `like`'s dtype; cast_first: t and freqs cast to
+    that dtype before the product (BF16 holds t = 999 only to 4). A free function: its ops
+    run at its caller's module level."""
+    if cast_first:
+        angles = t.type_as(like)[:, None] * freqs.type_as(like)
+        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    angles = t.float()[:, None] * freqs.float()
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(like)
+
+
+def position_table(h, cast_first: bool):
+    """Sinusoids of token positions 1000 + k (a chunk of a long video), shaped as 8 channels
+    of `h`; cast_first: the positions made in h's dtype (BF16 holds 1000 + k only to 8).
+    A free function: its ops run at its caller's module level."""
+    n = h.shape[2] * h.shape[3] * h.shape[4]
+    if cast_first:
+        positions = torch.arange(n, device=h.device).to(h.dtype) + 1000.0
+    else:
+        positions = torch.arange(n, device=h.device).to(torch.float32) + 1000.0
+    freqs = torch.exp(torch.arange(4, dtype=torch.float32) * (-9.2103 / 4))  # 1 .. 1e-3
+    angles = positions.float()[:, None] * freqs[None, :]
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(h)
+    return 0.5 * table.t().reshape(1, 8, h.shape[2], h.shape[3], h.shape[4])
+
+
+FREQS = torch.exp(torch.arange(4) * (-9.2103 / 4))  # 1 .. 1e-3
+
+
 class TimestepEmbed(nn.Module):
     def __init__(self, cast_first: bool):
         super().__init__()
         self.cast_first = cast_first
-        self.register_buffer("freqs", torch.exp(torch.arange(4) * (-9.2103 / 4)))  # 1 .. 1e-3
+        self.register_buffer("freqs", FREQS.clone())
 
     def forward(self, t, like):
-        if self.cast_first:
-            angles = t.type_as(like)[:, None] * self.freqs.type_as(like)
-            return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
-        angles = t.float()[:, None] * self.freqs.float()
-        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(like)
+        return timestep_sinusoid(t, self.freqs, like, self.cast_first)
 
 
 class TimestepCastDenoiser(TableDenoiser):
@@ -698,15 +723,7 @@ class PositionEmbed(nn.Module):
         self.cast_first = cast_first
 
     def forward(self, h):
-        n = h.shape[2] * h.shape[3] * h.shape[4]
-        if self.cast_first:
-            positions = torch.arange(n, device=h.device).to(h.dtype) + 1000.0
-        else:
-            positions = torch.arange(n, device=h.device).to(torch.float32) + 1000.0
-        freqs = torch.exp(torch.arange(4, dtype=torch.float32) * (-9.2103 / 4))  # 1 .. 1e-3
-        angles = positions.float()[:, None] * freqs[None, :]
-        table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(h)
-        return h + 0.5 * table.t().reshape(1, 8, h.shape[2], h.shape[3], h.shape[4])
+        return h + position_table(h, self.cast_first)
 
 
 class PositionCastDenoiser(TableDenoiser):
@@ -738,17 +755,11 @@ class RootTimestepDenoiser(TableDenoiser):
     def __init__(self, cast_first: bool):
         super().__init__(plain=False)
         self.cast_first = cast_first
-        self.register_buffer("freqs", torch.exp(torch.arange(4) * (-9.2103 / 4)))  # 1 .. 1e-3
+        self.register_buffer("freqs", FREQS.clone())
 
     def forward(self, x, t, cond):
         h = self.conv_in(x)
-        if self.cast_first:
-            angles = t.type_as(h)[:, None] * self.freqs.type_as(h)
-            emb = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
-        else:
-            angles = t.float()[:, None] * self.freqs.float()
-            emb = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(h)
-        h = h + 0.25 * emb[:, :, None, None, None]
+        h = h + 0.25 * timestep_sinusoid(t, self.freqs, h, self.cast_first)[:, :, None, None, None]
         h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
         return self.conv_out(h)
 
@@ -761,15 +772,7 @@ class RootPositionDenoiser(TableDenoiser):
 
     def forward(self, x, t, cond):
         h = self.conv_in(x)
-        n = h.shape[2] * h.shape[3] * h.shape[4]
-        if self.cast_first:
-            positions = torch.arange(n, device=h.device).to(h.dtype) + 1000.0
-        else:
-            positions = torch.arange(n, device=h.device).to(torch.float32) + 1000.0
-        freqs = torch.exp(torch.arange(4, dtype=torch.float32) * (-9.2103 / 4))  # 1 .. 1e-3
-        angles = positions.float()[:, None] * freqs[None, :]
-        table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).type_as(h)
-        h = h + 0.5 * table.t().reshape(1, 8, h.shape[2], h.shape[3], h.shape[4])
+        h = h + position_table(h, self.cast_first)
         h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
         return self.conv_out(h)
 
