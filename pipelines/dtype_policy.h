@@ -61,6 +61,10 @@ struct DtypePolicy {
   // tensor that would saturate by the power of two that makes it fit, and back: the same
   // weights without the saturation, the reference of the saturation check (cell_runner).
   bool fp8_scaled_to_fit = false;
+  // Internal (no file sets it; the advisor's margin check): a package's FP16 emulation
+  // overflows this many doublings below FP16's largest value (65504 / 2^bits), its
+  // rounding otherwise the same. 0: at 65504.
+  int fp16_headroom_bits = 0;
 
   bool IsIsland(ModuleKind kind) const { return fp32_islands.count(kind) > 0; }
   // Whether module `path` (or one of its ancestors) matches an fp32_modules glob.

@@ -309,18 +309,52 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
 
 std::string ModuleShadow::RoundedCancellingNorm() const {
   if (reference_ == nullptr) return "";
+  // What the compute's precision predicts of the norm: a rounding it returns at twice
+  // that or more is a cancellation.
+  const double compute = UnitRoundoff(policy_.emulate_fp16 ? c10::kHalf : policy_.compute);
   for (const auto& [key, input] : reference_->norm_inputs_) {
     if (input.offset < kCancellingOffset) continue;
     const OpSite& maker = input.maker;
-    if (!maker.empty() && InFp32Op(policy_, maker.module, maker.op)) continue;
+    // A maker in FP32 rounds nothing itself, but may be fed the offset rounded outside FP32
+    // (`norm(h + 0.2 * conv(h))` with the add and the mul kept, the conv's bias making the
+    // offset): the FP32 op fed that rounding is found up the chain of FP32 makers.
+    OpSite fed_rounded;
+    if (!maker.empty() && InFp32Op(policy_, maker.module, maker.op)) {
+      fed_rounded = FedTheOffsetRounded(maker, input.offset / input.rms, 2 * compute);
+      if (fed_rounded.empty()) continue;
+    }
     const OpSite norm = SiteOfKey(key);
     char offset[32];
     std::snprintf(offset, sizeof offset, "%.0fx", input.offset);
     return norm.module + " (" + norm.op + ") takes an input" +
            (maker.empty() ? "" : " from " + maker.module + " (" + maker.op + ")") + " whose mean is " +
-           offset + " its spread, rounded outside FP32: the norm returns that rounding at full scale";
+           offset + " its spread, rounded outside FP32" +
+           (fed_rounded.empty() ? "" : " before " + fed_rounded.module + " (" + fed_rounded.op + ")") +
+           ": the norm returns that rounding at full scale";
   }
   return "";
+}
+
+OpSite ModuleShadow::FedTheOffsetRounded(const OpSite& maker, double gain, double limit) const {
+  std::vector<OpSite> queue = {maker};
+  for (size_t i = 0; i < queue.size() && i < 8; ++i) {
+    // The site's absolute error (root mean square over its probed calls) and its makers.
+    double diff = 0;
+    int64_t values = 0;
+    std::vector<OpSite> makers;
+    for (const auto& [key, sums] : errors_) {
+      if (!(SiteOfKey(key) == queue[i])) continue;
+      diff += sums.nonfinite > 0 ? std::numeric_limits<double>::infinity() : sums.diff;
+      values += sums.values;
+      makers.insert(makers.end(), sums.input_makers.begin(), sums.input_makers.end());
+    }
+    if (values > 0 && std::sqrt(diff / static_cast<double>(values)) * gain >= limit) return queue[i];
+    for (const OpSite& m : makers) {
+      if (InFp32Op(policy_, m.module, m.op) && std::find(queue.begin(), queue.end(), m) == queue.end())
+        queue.push_back(m);
+    }
+  }
+  return OpSite{};
 }
 
 std::string ModuleShadow::SiteKey(const std::string& path, const std::string& op, bool upcoming) const {
@@ -335,7 +369,8 @@ void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& sit
   NormInput& input = norm_inputs_[SiteKey(path, site.op, /*upcoming=*/true)];
   if (offset <= input.offset) return;
   const Maker* maker = makers_.Find(value);
-  input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}};
+  const double rms = std::sqrt(value.detach().to(at::kDouble).square().mean().item<double>());
+  input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}, rms};
 }
 
 void ModuleShadow::NoteChoice(const std::string& path, const GraphSite& site, int input_index,
@@ -368,6 +403,7 @@ void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const
   if (!sums.fed_nonfinite) sums.nonfinite += ref_finite.logical_and(both.logical_not()).sum().item<int64_t>();
   sums.diff += at::where(both, (x - ref).square(), at::zeros_like(ref)).sum().item<double>();
   sums.ref += at::where(ref_finite, ref.square(), at::zeros_like(ref)).sum().item<double>();
+  sums.values += ref.numel();
   ++sums.calls;
 }
 

@@ -143,8 +143,10 @@ class ModuleShadow : public GraphObserver {
   // different paths there (a branch on a value, or on the dtype); "" when they did not.
   const std::string& diverged_at() const { return diverged_at_; }
   // kCompare: the first probed norm whose FP32 input has a cancelling offset
-  // (kCancellingOffset) made by an op the policy does not compute in FP32, in words
-  // ("denoiser.norm (aten::group_norm) takes ..."); "" when none. Such a norm returns its
+  // (kCancellingOffset) made by an op the policy does not compute in FP32, or by one in
+  // FP32 fed that offset rounded (its error times the offset at least twice the compute's
+  // unit roundoff), in words ("denoiser.norm (aten::group_norm) takes ..."); "" when none.
+  // Such a norm returns its
   // input's rounding at full scale even when its own error, measured on the exact input
   // (an FP32 island entered by a cast), is none.
   std::string RoundedCancellingNorm() const;
@@ -200,6 +202,7 @@ class ModuleShadow : public GraphObserver {
     int64_t nonfinite = 0;       // values non-finite where ref is finite
     bool fed_nonfinite = false;  // an input its maker made beyond the dtype: nonfinite not counted
     int64_t calls = 0;
+    int64_t values = 0;  // summed over the calls
     bool weighted = false;
     double saturated_weight = 0;  // IsolatedError::saturated_weight
     // The unit roundoff of the dtype its inputs were fed in: an op in FP32 (an island)
@@ -212,8 +215,15 @@ class ModuleShadow : public GraphObserver {
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
     double offset = 0;
     OpSite maker;
+    double rms = 0;  // of that input
   };
   std::string Key(const std::string& path, const std::string& op, char direction, int index);
+  // kCompare: the first site, from `maker` up the chain of the FP32 ops that made its
+  // inputs (breadth first, at most 8 sites), whose absolute error (root mean square over its
+  // probed calls) times `gain` reaches `limit`; empty when none. A norm's input made by
+  // an op in FP32 carries a rounding made outside FP32 when the FP32 op fed it reaches
+  // the norm's offset / its input's rms as gain.
+  OpSite FedTheOffsetRounded(const OpSite& maker, double gain, double limit) const;
   // The site of the call of `op` at `path` that is under way ("path\top\tk": the k-th call
   // of that pair in this forward); `upcoming`: before its outputs (they count the call).
   std::string SiteKey(const std::string& path, const std::string& op, bool upcoming) const;

@@ -531,6 +531,34 @@ def forward(self, x):
   EXPECT_TRUE(at::allclose(both, torch::softmax(torch::matmul(x, x.t()), -1)));
 }
 
+// With DtypePolicy::fp16_headroom_bits (the advisor's margin check) FP16 overflows that
+// many doublings early: logits of 3e4 that the softmax takes in FP16 pass at 65504 and
+// overflow at 2 bits less; a value in range rounds as in FP16.
+TEST(OpIslandsTest, TheHeadroomCheckOverflowsFp16EarlyAndRoundsTheSame) {
+  jit::Module root("Attention");
+  root.define(R"JIT(
+def forward(self, x):
+    logits = torch.matmul(x, x.t())
+    return torch.softmax(logits, -1)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = torch::full({2, 4}, 86.6);  // logits 4 x 86.6^2 = 3.0e4
+  auto run = [&](int headroom_bits) {
+    DtypePolicy policy = Fp16Emulated();
+    policy.fp32_modules = {"m:aten::matmul"};
+    policy.fp16_headroom_bits = headroom_bits;
+    PackageObserver inner(policy, true);
+    IslandObserver observer(policy, inner, ModuleObserver(), 0);
+    return Forward(root, *instrumentation, observer, x);
+  };
+  EXPECT_TRUE(at::isfinite(run(0)).all().item<bool>());
+  EXPECT_TRUE(run(2).isnan().any().item<bool>());
+  DtypePolicy tighter = Fp16Emulated();
+  tighter.fp16_headroom_bits = 2;
+  const at::Tensor values = torch::tensor({1.0001, -3.14159, 1000.3, 16000.0});
+  EXPECT_TRUE(at::equal(RoundAsEmulatedFp16(values, tighter), values.to(at::kHalf).to(at::kFloat)));
+}
+
 // A consumer outside the islands takes a view, or a reshape's copy, of an island output in
 // the reduced dtype, as it takes the output itself (Inf here, then NaN), not in FP32.
 TEST(OpIslandsTest, AViewOrACopyOfAnIslandOutputIsConvertedWhereItLeaves) {
@@ -598,6 +626,45 @@ def forward(self, x):
   }
   EXPECT_EQ(islands.TakeIslandInputMakers(), std::vector<std::string>{"m:aten::add"});
   EXPECT_TRUE(islands.TakeIslandInputMakers().empty());  // taken
+}
+
+// norm(x + 0.2 * temporal(x)), temporal = x + 5120 (a conv whose bias makes the offset):
+// with the mul, the add and the norm kept in FP32, the norm's input is made in FP32, yet
+// it carries temporal's FP16 rounding of 5120 (half a unit is 2), which the norm returns
+// at full scale. The shadow finds it up the FP32 makers, at the mul fed it; with temporal
+// kept too, nothing is rounded outside FP32.
+TEST(ModuleShadowTest, ANormFedAnOffsetRoundedBeforeItsFp32MakersSaysWhereItWasRounded) {
+  jit::Module root("TimeMix");
+  root.register_module("temporal", Leaf("Temporal", "x + 5120.0"));
+  root.register_module("norm", Leaf("Norm", "torch.layer_norm(x, [16])"));
+  root.define(R"JIT(
+def forward(self, x):
+    return self.norm.forward(x + self.temporal.forward(x) * 0.2)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  torch::manual_seed(0);
+  const at::Tensor x = torch::rand({2, 16}).to(at::kHalf).to(at::kFloat);
+  auto rounded_norm = [&](const std::vector<std::string>& islands) {
+    DtypePolicy policy = Fp16Emulated();
+    policy.fp32_modules = islands;
+    PackageObserver fp32(Fp32Policy(), true), inner(policy, true);
+    IslandObserver observer(policy, inner, ModuleObserver(), 0);
+    ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+    {
+      ModuleShadow::ActiveScope active(recorded);
+      Forward(root, *instrumentation, fp32, x);
+    }
+    ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, policy, &recorded);
+    {
+      ModuleShadow::ActiveScope active(compared);
+      Forward(root, *instrumentation, observer, x);
+    }
+    return compared.RoundedCancellingNorm();
+  };
+  EXPECT_NE(rounded_norm({"m.norm"}).find("from m (aten::add)"), std::string::npos);
+  const std::string kept = rounded_norm({"m.norm", "m:aten::add", "m:aten::mul"});
+  EXPECT_NE(kept.find("rounded outside FP32 before m (aten::mul)"), std::string::npos) << kept;
+  EXPECT_EQ(rounded_norm({"m.norm", "m:aten::add", "m:aten::mul", "m.temporal"}), "");
 }
 
 }  // namespace

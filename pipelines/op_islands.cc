@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <cmath>
+
 namespace framegate {
 namespace {
 
@@ -47,8 +49,15 @@ bool IslandObserver::IsIslandOutput(const at::Tensor& value) const {
   return island_outputs_.Find(value) != nullptr;
 }
 
+at::Tensor RoundAsEmulatedFp16(const at::Tensor& value, const DtypePolicy& policy) {
+  if (policy.fp16_headroom_bits == 0) return value.to(at::kHalf).to(at::kFloat);
+  // A power of two scales exactly: finite values round as in FP16 (but for subnormals).
+  const double scale = std::ldexp(1.0, policy.fp16_headroom_bits);
+  return (value * scale).to(at::kHalf).to(at::kFloat) / scale;
+}
+
 at::Tensor IslandObserver::ToCompute(const at::Tensor& value) const {
-  return policy_.emulate_fp16 ? value.to(at::kHalf).to(at::kFloat) : value.to(policy_.compute);
+  return policy_.emulate_fp16 ? RoundAsEmulatedFp16(value, policy_) : value.to(policy_.compute);
 }
 
 at::Tensor IslandObserver::Before(const std::string& path, const GraphSite& site, int input_index,

@@ -28,6 +28,10 @@
 
 namespace framegate {
 
+// A float32 value rounded as the FP16 emulation holds it (through float16; with
+// DtypePolicy::fp16_headroom_bits, overflowing that many doublings early).
+at::Tensor RoundAsEmulatedFp16(const at::Tensor& value, const DtypePolicy& policy);
+
 // Whether `entry` is an op island ("PATH:OP"); false for a module glob.
 bool IsOpIslandEntry(const std::string& entry);
 // "denoiser.blocks.0.attn" + "aten::softmax" -> "denoiser.blocks.0.attn:aten::softmax".

@@ -20,8 +20,6 @@ bool IsReducedFloat(const at::Tensor& t) {
   return t.defined() && (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
 }
 
-at::Tensor RoundThroughHalf(const at::Tensor& t) { return t.to(at::kHalf).to(at::kFloat); }
-
 // Raises the error weighted op `op` (`weighted` its entry) raises when its operands before
 // schema position `later_index` are `first` and the one at `later_index` is `later`: the
 // op itself on tiny operands of those dtypes, so that the text is this LibTorch's own.
@@ -118,7 +116,7 @@ at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype
   if (!IsFloat32(out)) return out;
   at::Tensor value = out;
   if (dtype == at::kHalf) {
-    value = RoundThroughHalf(out);
+    value = RoundAsEmulatedFp16(out, policy_);
   } else if (conversion && would_be_.Of(out) != dtype) {
     value = out.clone();  // x.float() of an FP16 x: a new float32 tensor, x stays FP16
   }
@@ -237,7 +235,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   }
   if (site.kind == GraphSite::Kind::kOp && site.in_place && policy_.emulate_fp16 && !in_island &&
       IsFloat32(value) && RunDtypeOf(value) == would_be_.reduced()) {
-    value.copy_(RoundThroughHalf(value));
+    value.copy_(RoundAsEmulatedFp16(value, policy_));
   } else if (site.kind == GraphSite::Kind::kOp && !site.in_place) {
     if (widening_.site == &site) {
       if (widening_.widened && IsFloat32(out)) out = out.to(accumulation_.widened);

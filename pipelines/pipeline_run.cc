@@ -161,7 +161,9 @@ namespace {
 std::string ModelKey(const PipelineSpec& spec) {
   return (spec.model_dir.empty() ? "size:" + spec.size : "model:" + spec.model_dir) +
          "\ndevice:" + spec.device + "\nweight_seed:" + std::to_string(spec.weight_seed) +
-         "\nfault:" + std::to_string(static_cast<int>(spec.fault)) + "\npolicy:\n" + spec.policy.ToToml();
+         "\nfault:" + std::to_string(static_cast<int>(spec.fault)) +
+         "\nfp16_headroom_bits:" + std::to_string(spec.policy.fp16_headroom_bits) + "\npolicy:\n" +
+         spec.policy.ToToml();
 }
 
 // Builds the model of `spec` into `built`; a model this device cannot run sets

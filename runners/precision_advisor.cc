@@ -181,9 +181,37 @@ class Search {
             (r.metrics && r.metrics->video.rel_l2 * kMadeInModulesErrorFactor <= observed_rel_l2_));
   }
 
+  // An FP16 overflow (a NONFINITE cell of a package under the FP16 emulation) is cured
+  // only with headroom: islands whose run passes are run once more with FP16's range
+  // kAdviceFp16HeadroomBits smaller (DtypePolicy::fp16_headroom_bits), and a value that
+  // overflows there is a failure to grow from. An overflow cured by a hair at one seed
+  // (attention logits kept in FP32 up to the softmax, which takes them at 0.7x FP16's
+  // largest) comes back at the next.
+  void RequireHeadroomFor(const CellResult& observed) {
+    headroom_ =
+        base_.emulate_fp16 && !cell_.spec.model_dir.empty() && observed.status == CellStatus::kNonfinite;
+  }
+  // The islands whose run passed but overflowed with less range, when no set has passed
+  // with it yet (the last such); empty otherwise.
+  const Islands& passed_without_headroom() const { return passed_without_headroom_; }
+
   // Runs the cell with `islands` kept in FP32 (judged by the cell's own tolerance) and
-  // records the run.
+  // records the run; with headroom required, a passing run's islands are run once more
+  // with less range, whose result is returned when it overflows.
   StatusOr<CellResult> Try(const Islands& islands, Advice* advice) {
+    StatusOr<CellResult> r = TryOnce(islands, 0, advice);
+    if (!r.ok() || !headroom_ || !Passes(*r)) return r;
+    StatusOr<CellResult> tighter = TryOnce(islands, kAdviceFp16HeadroomBits, advice);
+    if (!tighter.ok() || tighter->status != CellStatus::kNonfinite) {
+      if (tighter.ok()) passed_without_headroom_.clear();
+      return r;
+    }
+    passed_without_headroom_ = islands;
+    return tighter;
+  }
+
+ private:
+  StatusOr<CellResult> TryOnce(const Islands& islands, int headroom_bits, Advice* advice) {
     const DtypePolicy policy = IslandPolicy(base_, islands);
     const std::string path = options_.work_dir + "/advise-policy.toml";
     std::ofstream(path) << policy.ToToml();
@@ -196,12 +224,18 @@ class Search {
     candidate.cell.policy = policy.name;
     candidate.cell.policy_file = path;
     candidate.spec.policy = policy;
+    candidate.spec.policy.fp16_headroom_bits = headroom_bits;
     StatusOr<CellResult> r = RunCell(candidate, options_.run);
     if (!r.ok()) return r.status();
+    if (headroom_bits > 0) {
+      r->reason = "with FP16's range " + std::to_string(headroom_bits) + " bits smaller" +
+                  (r->reason.empty() ? "" : ": " + r->reason);
+    }
     Record(islands, *r, advice);
     return r;
   }
 
+ public:
   // A run within the bound that RequireTheCureOf does not let pass is recorded as the
   // FAIL it is.
   void Record(const Islands& islands, const CellResult& r, Advice* advice) {
@@ -226,6 +260,8 @@ class Search {
   const DtypePolicy& base_;
   const AdviseOptions& options_;
   double observed_rel_l2_ = -1;  // RequireTheCureOf's cell's; negative: none
+  bool headroom_ = false;        // RequireHeadroomFor
+  Islands passed_without_headroom_;
 };
 
 // What the growing search decided after a failed run.
@@ -392,6 +428,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   Culprit last;
   // A cell the made-in-modules rule FAILed starts from the islands that rule proved.
   search.RequireTheCureOf(*observed);
+  search.RequireHeadroomFor(*observed);
   Step step;
   if (observed->made_in_islands.empty()) {
     step = Grow({}, *observed, nullptr, base, *weights, options.max_weight_share, &queue, &last);
@@ -431,6 +468,20 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
     }
     step = Grow(step.next, *r, &before, base, *weights, options.max_weight_share, &queue, &last);
     before = *r;
+  }
+  if (!passed && !search.passed_without_headroom().empty()) {
+    // Better islands that pass by a hair than none: said so.
+    const DtypePolicy policy = IslandPolicy(base, search.passed_without_headroom());
+    advice.status_after = CellStatus::kPass;
+    advice.islands = search.passed_without_headroom();
+    advice.policy_name = policy.name;
+    advice.policy_toml = policy.ToToml();
+    advice.fp32_weight_fraction = Fp32WeightFraction(*weights, policy);
+    advice.note = "the islands pass, but overflow with FP16's range " +
+                  std::to_string(kAdviceFp16HeadroomBits) +
+                  " bits smaller: other inputs may overflow (no island with that headroom found in " +
+                  std::to_string(advice.runs.size()) + " runs)";
+    return advice;
   }
   if (!passed) {
     if (step.next.empty() && search.BudgetLeft(advice)) {

@@ -24,6 +24,10 @@
 //      run with the whole model in FP32, which tells a precision problem from another);
 //   4. shrink: drop each island whose removal still passes (a set already run is not
 //      run again).
+// An FP16 overflow (a package's NONFINITE cell under the FP16 emulation) passes only with
+// headroom: a passing set is run once more with FP16's range kAdviceFp16HeadroomBits
+// smaller, and an overflow there is a failure to grow from. When no set passes that way
+// within the budget, the last set that passed without it is returned, and the note says so.
 // Every step is a real run of the cell under a policy written to a file, the same file
 // form a matrix accepts, judged by the bound that judged the cell.
 #pragma once
@@ -37,6 +41,9 @@
 #include "runners/cell_runner.h"
 
 namespace framegate {
+
+// How many doublings below FP16's largest value an overflow's cure must keep its values.
+constexpr int kAdviceFp16HeadroomBits = 2;
 
 struct AdviseOptions {
   CellRunOptions run;  // golden_dir, threads of the judged runs

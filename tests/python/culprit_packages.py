@@ -16,6 +16,10 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  or BF16 (2^-2) loses h, and the norm's cancellation shows it. The norm in
                  FP32 alone still takes the rounded sum: its parent's own ops
                  ("denoiser:*") must hand it over in FP32, not the whole denoiser.
+  edge-logits    root-logits with the logits scaled by 0.01 (as attention scales q k^T):
+                 the product overflows FP16, the scaled logits fit, by less than 2 bits:
+                 kept in FP32 up to the scale, the softmax takes them in FP16 and passes,
+                 with no margin for inputs that make larger logits.
   named-tuple    the logits of root-logits inside denoiser.attn, a submodule that returns a
                  NamedTuple (sample, weights), as model code written for diffusers-style
                  outputs does: an island on it must hand its sample back to FP16 through
@@ -53,6 +57,9 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  output on a grid of 1 and the norm returns that at full scale. The add's
                  op island hands the norm an exact sum of the conv's rounded output: the
                  conv's module (whose FP16 bias rounds too) has to join, not the decoder.
+  scaled-trunk   trunk-bias with the conv's bias +1536 and its output scaled by 0.2
+                 before the add: with the add and the scale kept in FP32, the norm still
+                 takes the conv's FP16 rounding of 1536 (a grid of 1), through two FP32 ops.
   complex-rotate the denoiser's own forward rotates channel pairs as a complex RoPE does:
                  conv_in's output made float32 (`.float()`), viewed as complex, times a
                  unit rotation, back to real, added to itself, then conv_out: a real BF16
@@ -221,6 +228,16 @@ class RootLogitsDenoiser(nn.Module):
         q = self.to_q(tokens)
         k = self.to_k(cond)
         logits = torch.matmul(q, k.transpose(1, 2))
+        probs = torch.softmax(logits, -1)
+        out = self.proj(torch.matmul(probs, self.to_v(cond))) * 0.01 + tokens * 0.1
+        return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
+
+
+class EdgeLogitsDenoiser(RootLogitsDenoiser):
+    def forward(self, x, t, cond):
+        b, c, f, hh, ww = x.shape
+        tokens = x.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, c)
+        logits = torch.matmul(self.to_q(tokens), self.to_k(cond).transpose(1, 2)) * 0.01
         probs = torch.softmax(logits, -1)
         out = self.proj(torch.matmul(probs, self.to_v(cond))) * 0.01 + tokens * 0.1
         return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
@@ -623,10 +640,21 @@ class TrunkMix(nn.Module):
         return self.key(static) + 0.5 * self.branch(z - static)
 
 
-class TrunkBiasDecoder(nn.Module):
+class ScaledTrunkMix(TrunkMix):
     def __init__(self):
         super().__init__()
-        self.mix = TrunkMix()
+        with torch.no_grad():
+            self.key.bias.add_(512.0)  # 1536 in all
+
+    def forward(self, z):
+        static = z.mean(dim=2, keepdim=True)
+        return 0.2 * self.key(static) + 0.5 * self.branch(z - static)
+
+
+class TrunkBiasDecoder(nn.Module):
+    def __init__(self, mix=TrunkMix):
+        super().__init__()
+        self.mix = mix()
         self.norm = nn.GroupNorm(4, 16)
         self.conv = nn.Conv3d(16, 3, 1)
 
@@ -818,6 +846,7 @@ PACKAGES = [
     (11, "drift-norm", DriftNormDenoiser, {}),
     (11, "token-shift", TokenShiftDenoiser, dict(traced=True)),
     (5, "named-tuple", NamedTupleDenoiser, {}),
+    (5, "edge-logits", EdgeLogitsDenoiser, {}),
     (3, "plain-table", lambda: TableDenoiser(plain=True), {}),
     (3, "buffer-table", lambda: TableDenoiser(plain=False), {}),
     (3, "baked-table", BakedTableDenoiser, dict(traced=True)),
@@ -825,6 +854,7 @@ PACKAGES = [
     (3, "inplace-sum", InPlaceSumDenoiser, {}),
     (3, "offset-motion", lambda: TableDenoiser(plain=False), dict(decoder_class=MotionOffsetDecoder)),
     (3, "trunk-bias", lambda: TableDenoiser(plain=False), dict(decoder_class=TrunkBiasDecoder)),
+    (3, "scaled-trunk", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: TrunkBiasDecoder(ScaledTrunkMix))),
     (3, "float32-eps", Float32EpsDenoiser, {}),
     (3, "complex-rotate", ComplexRotateDenoiser, {}),
     (3, "steep-decoder", lambda: TableDenoiser(plain=False), dict(decoder_class=SteepDecoder)),
