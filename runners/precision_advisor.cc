@@ -118,6 +118,9 @@ double WeightShareOf(const std::vector<WeightSize>& weights, const std::string& 
 
 // The first island for a culprit: IslandKeepingInFp32 (runners/error_producer.h).
 std::string IslandFor(const Culprit& c, const std::vector<WeightSize>& weights) {
+  // A component's root (a package's "denoiser") as a module keeps the whole component in
+  // FP32: an op named there (attention logits written in its forward) is kept alone.
+  if (!c.op.empty() && ParentModule(c.module) == "*") return OpIslandEntry(c.module, c.op);
   return IslandKeepingInFp32(c.module, c.op, weights);
 }
 
@@ -340,8 +343,13 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
                                  [&](const std::string& island) { return Covers(base, {island}, c); });
     const bool widens_to_root = covering != next.end() && IsOpIslandEntry(*covering) &&
                                 ParentModule(ModuleOfIslandEntry(*covering)) == "*";
-    const bool makers_first =
-        (unmoved || names_none) && (covering == next.end() || !IsOpIslandEntry(*covering) || widens_to_root);
+    // An op island at a root that still makes a NaN/Inf in FP32 is fed it (a norm's
+    // sqrt(mean(x^2) + 1e-8) underflowed to 0 before its division): its parent is the
+    // whole component, so the ops that made its inputs join first.
+    const bool nonfinite_at_root = widens_to_root && failed.status == CellStatus::kNonfinite;
+    const bool makers_first = ((unmoved || names_none) &&
+                               (covering == next.end() || !IsOpIslandEntry(*covering) || widens_to_root)) ||
+                              nonfinite_at_root;
     const Islands makers = makers_first ? NewInputMakers(base, islands, failed, weights) : Islands();
     if (!makers.empty()) {
       next.insert(next.end(), makers.begin(), makers.end());
@@ -425,6 +433,12 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
       culprit.module.empty() ? 0 : WeightShareOf(*weights, IslandFor(culprit, *weights));
 
   Islands queue = ProbeCandidates(*observed);
+  // A producer that names no cause (an in-place sum's error shows at its module's level
+  // with no isolated error of its own) still says where the error is largest: its module
+  // is the first candidate.
+  if (!RunNamesACause(*observed) && observed->producer.found && !observed->producer.module.empty() &&
+      !Contains(queue, observed->producer.module))
+    queue.insert(queue.begin(), observed->producer.module);
   Culprit last;
   // A cell the made-in-modules rule FAILed starts from the islands that rule proved.
   search.RequireTheCureOf(*observed);

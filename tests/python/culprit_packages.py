@@ -16,6 +16,9 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  or BF16 (2^-2) loses h, and the norm's cancellation shows it. The norm in
                  FP32 alone still takes the rounded sum: its parent's own ops
                  ("denoiser:*") must hand it over in FP32, not the whole denoiser.
+  root-gain-logits  root-logits with a parameter of the denoiser's own (an output gain):
+                 the root holds weights, and the matmul is a weighted op, yet keeping
+                 the denoiser for it would keep the whole component.
   edge-logits    root-logits with the logits scaled by 0.01 (as attention scales q k^T):
                  the product overflows FP16, the scaled logits fit, by less than 2 bits:
                  kept in FP32 up to the scale, the softmax takes them in FP16 and passes,
@@ -223,6 +226,9 @@ class RootLogitsDenoiser(nn.Module):
         self.proj = nn.Linear(4, 4)
 
     def forward(self, x, t, cond):
+        return self.attend(x, cond)
+
+    def attend(self, x, cond):
         b, c, f, hh, ww = x.shape
         tokens = x.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, c)
         q = self.to_q(tokens)
@@ -231,6 +237,15 @@ class RootLogitsDenoiser(nn.Module):
         probs = torch.softmax(logits, -1)
         out = self.proj(torch.matmul(probs, self.to_v(cond))) * 0.01 + tokens * 0.1
         return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
+
+
+class RootGainLogitsDenoiser(RootLogitsDenoiser):
+    def __init__(self):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(4))
+
+    def forward(self, x, t, cond):
+        return self.attend(x, cond) * self.gain.view(1, 4, 1, 1, 1)
 
 
 class EdgeLogitsDenoiser(RootLogitsDenoiser):
@@ -847,6 +862,7 @@ PACKAGES = [
     (11, "token-shift", TokenShiftDenoiser, dict(traced=True)),
     (5, "named-tuple", NamedTupleDenoiser, {}),
     (5, "edge-logits", EdgeLogitsDenoiser, {}),
+    (5, "root-gain-logits", RootGainLogitsDenoiser, {}),
     (3, "plain-table", lambda: TableDenoiser(plain=True), {}),
     (3, "buffer-table", lambda: TableDenoiser(plain=False), {}),
     (3, "baked-table", BakedTableDenoiser, dict(traced=True)),

@@ -63,7 +63,7 @@ def packages(tmp_path_factory):
                  "bool-mask-attention", "fp8-range", "fp8-outlier", "blend-motion", "blend-twin", "tcast",
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
-                 "edge-logits"):
+                 "edge-logits", "root-gain-logits"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -164,6 +164,25 @@ def test_advise_cures_an_fp16_overflow_only_with_headroom(packages, tmp_path):
                for islands, status, reason in runs), advice["runs"]
     assert advice["islands"] == [*scaled, "denoiser:aten::softmax"], advice["runs"]
     assert advice["note"] == ""
+
+
+def test_advise_keeps_an_op_at_a_root_that_holds_weights_as_an_op_not_the_component(packages, tmp_path):
+    # The matmul is a weighted op and the denoiser has a parameter of its own: its module
+    # island would be the whole denoiser (88% of the weights, past the 50% cap: no advice).
+    advice = passing_advice(packages, tmp_path, "root-gain-logits", "fp16-emulated")
+    assert advice["culprit"] == "denoiser (aten::matmul)"
+    assert advice["culprit_weight_fraction"] == 0
+    assert advice["islands"] == ["denoiser:aten::matmul", "denoiser:aten::softmax"], advice["runs"]
+
+
+def test_advise_starts_from_the_module_of_an_in_place_sum_that_names_no_cause(packages, tmp_path):
+    # `z += 64; z -= 64` in the decoder's forward: in place, no isolated error of its own,
+    # so the run names no cause; the producer's module (the decoder, 4% of the weights) is
+    # the first candidate. Before, the probes' candidates were tried and none was left.
+    advice = passing_advice(packages, tmp_path, "inplace-sum-cancel", "fp16-emulated")
+    assert advice["culprit"] == "decoder (aten::sub_)"
+    assert advice["islands"] == ["decoder"], advice["runs"]
+    assert len(advice["runs"]) == 2
 
 
 def test_advise_says_no_island_within_the_share_instead_of_returning_the_whole_model(packages, tmp_path):
