@@ -188,7 +188,7 @@ class Search {
   // only with headroom: islands whose run passes are run once more with FP16's range
   // kAdviceFp16HeadroomBits smaller (DtypePolicy::fp16_headroom_bits), and a value that
   // overflows there is a failure to grow from. An overflow cured by a hair at one seed
-  // (attention logits kept in FP32 up to the softmax, which takes them at 0.7x FP16's
+  // (attention logits kept in FP32 up to the softmax, which takes them just under FP16's
   // largest) comes back at the next.
   void RequireHeadroomFor(const CellResult& observed) {
     headroom_ =
