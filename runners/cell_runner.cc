@@ -551,7 +551,8 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   std::vector<std::string>& islands = kept.policy.fp32_modules;
   const size_t policy_islands = islands.size();
   const double policy_share = Fp32WeightFraction(*weights, spec.policy);
-  double kept_share = 0;  // beyond the policy's own islands
+  double kept_share = 0;                      // beyond the policy's own islands
+  const IsolatedError* first_kept = nullptr;  // the first cause an island was kept for
   for (const IsolatedError& cause : causes) {
     if (cause.chose_differently) continue;
     // A strong cause (an error far past any rounding) may take larger modules in.
@@ -565,6 +566,7 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
         islands.pop_back();
       } else {
         kept_share = share;
+        if (first_kept == nullptr) first_kept = &cause;
       }
     };
     for (const OpSite& site : SitesToKeep(cause, /*offset_makers=*/true)) {
@@ -586,6 +588,16 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   const double cell = metrics.video.rel_l2, without = Compare(golden, run->result).video.rel_l2;
   if (!(cell >= kMadeInModulesErrorFactor * without)) return std::string();
   producer = *located;
+  if (first_kept != nullptr && !InFp32Op(kept.policy, producer->module, producer->op)) {
+    // The search's top op is not what the rule kept (over the cap, or another choice): the
+    // producer names the cause the islands were kept for, as the reason does.
+    producer->module = first_kept->module;
+    producer->op = first_kept->op;
+    producer->isolated_error = first_kept->error;
+    producer->predicted_error = first_kept->predicted;
+    producer->norm_module.clear();
+    producer->norm_op.clear();
+  }
   kept_islands.assign(islands.begin() + static_cast<long>(policy_islands), islands.end());
   char text[512];
   std::snprintf(
