@@ -507,22 +507,34 @@ TEST(OpIslandsTest, AnEntryWithAnOpSelectsThatOpAtItsModulesOwnLevelOnly) {
   ASSERT_TRUE(set.ok()) << set.status().message();
 }
 
-// m: logits = x x^T (about 4e5 for |x| = 300: Inf in FP16), then softmax over them.
-TEST(OpIslandsTest, KeepsAnOverflowingProductInFp32UpToItsIslandConsumer) {
+// m: logits = x x^T, then softmax over them.
+jit::Module LogitsAttention() {
   jit::Module root("Attention");
   root.define(R"JIT(
 def forward(self, x):
     logits = torch.matmul(x, x.t())
     return torch.softmax(logits, -1)
 )JIT");
+  return root;
+}
+
+// One forward of `root` under `policy`'s FP16 emulation with its islands.
+at::Tensor ForwardWithIslands(jit::Module& root, GraphInstrumentation& instrumentation,
+                              const DtypePolicy& policy, const at::Tensor& x) {
+  PackageObserver inner(policy, true);
+  IslandObserver observer(policy, inner, ModuleObserver(), 0);
+  return Forward(root, instrumentation, observer, x);
+}
+
+// Logits of about 4e5 for |x| = 300: Inf in FP16.
+TEST(OpIslandsTest, KeepsAnOverflowingProductInFp32UpToItsIslandConsumer) {
+  jit::Module root = LogitsAttention();
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
   const at::Tensor x = torch::full({2, 4}, 300.0);
   auto run = [&](const std::vector<std::string>& islands) {
     DtypePolicy policy = Fp16Emulated();
     policy.fp32_modules = islands;
-    PackageObserver inner(policy, true);
-    IslandObserver observer(policy, inner, ModuleObserver(), 0);
-    return Forward(root, *instrumentation, observer, x);
+    return ForwardWithIslands(root, *instrumentation, policy, x);
   };
   EXPECT_TRUE(run({}).isnan().any().item<bool>());
   // The product alone in FP32: its consumer, outside any island, takes it in FP16.
@@ -535,21 +547,14 @@ def forward(self, x):
 // many doublings early: logits of 3e4 that the softmax takes in FP16 pass at 65504 and
 // overflow at 2 bits less; a value in range rounds as in FP16.
 TEST(OpIslandsTest, TheHeadroomCheckOverflowsFp16EarlyAndRoundsTheSame) {
-  jit::Module root("Attention");
-  root.define(R"JIT(
-def forward(self, x):
-    logits = torch.matmul(x, x.t())
-    return torch.softmax(logits, -1)
-)JIT");
+  jit::Module root = LogitsAttention();
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
   const at::Tensor x = torch::full({2, 4}, 86.6);  // logits 4 x 86.6^2 = 3.0e4
   auto run = [&](int headroom_bits) {
     DtypePolicy policy = Fp16Emulated();
     policy.fp32_modules = {"m:aten::matmul"};
     policy.fp16_headroom_bits = headroom_bits;
-    PackageObserver inner(policy, true);
-    IslandObserver observer(policy, inner, ModuleObserver(), 0);
-    return Forward(root, *instrumentation, observer, x);
+    return ForwardWithIslands(root, *instrumentation, policy, x);
   };
   EXPECT_TRUE(at::isfinite(run(0)).all().item<bool>());
   EXPECT_TRUE(run(2).isnan().any().item<bool>());
@@ -569,10 +574,10 @@ TEST(OpIslandsTest, AViewOrACopyOfAnIslandOutputIsConvertedWhereItLeaves) {
     const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
     DtypePolicy policy = Fp16Emulated();
     policy.fp32_modules = {"m:aten::matmul"};
-    PackageObserver inner(policy, true);
-    IslandObserver observer(policy, inner, ModuleObserver(), 0);
-    EXPECT_TRUE(
-        Forward(root, *instrumentation, observer, torch::full({2, 4}, 300.0)).isnan().any().item<bool>())
+    EXPECT_TRUE(ForwardWithIslands(root, *instrumentation, policy, torch::full({2, 4}, 300.0))
+                    .isnan()
+                    .any()
+                    .item<bool>())
         << body;
   }
 }

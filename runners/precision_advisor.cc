@@ -377,6 +377,18 @@ bool FailedBefore(const Advice& advice, const Islands& islands) {
   return false;
 }
 
+// Sets `advice` to `islands` on top of `base`, which passed: their policy, its TOML and
+// the share of `weights` they keep in FP32.
+void Advise(const DtypePolicy& base, const Islands& islands, const std::vector<WeightSize>& weights,
+            Advice* advice) {
+  const DtypePolicy policy = IslandPolicy(base, islands);
+  advice->status_after = CellStatus::kPass;
+  advice->islands = islands;
+  advice->policy_name = policy.name;
+  advice->policy_toml = policy.ToToml();
+  advice->fp32_weight_fraction = Fp32WeightFraction(weights, policy);
+}
+
 // Drops each island whose removal still passes (delta debugging).
 StatusOr<Islands> Shrink(Islands islands, Search& search, Advice* advice) {
   for (size_t i = 0; i < islands.size() && islands.size() > 1 && search.BudgetLeft(*advice);) {
@@ -485,12 +497,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   }
   if (!passed && !search.passed_without_headroom().empty()) {
     // Better islands that pass by a hair than none: said so.
-    const DtypePolicy policy = IslandPolicy(base, search.passed_without_headroom());
-    advice.status_after = CellStatus::kPass;
-    advice.islands = search.passed_without_headroom();
-    advice.policy_name = policy.name;
-    advice.policy_toml = policy.ToToml();
-    advice.fp32_weight_fraction = Fp32WeightFraction(*weights, policy);
+    Advise(base, search.passed_without_headroom(), *weights, &advice);
     advice.note = "the islands pass, but overflow with FP16's range " +
                   std::to_string(kAdviceFp16HeadroomBits) +
                   " bits smaller: other inputs may overflow (no island with that headroom found in " +
@@ -516,12 +523,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   }
   StatusOr<Islands> islands = Shrink(step.next, search, &advice);
   if (!islands.ok()) return islands.status();
-  const DtypePolicy final_policy = IslandPolicy(base, *islands);
-  advice.status_after = CellStatus::kPass;
-  advice.islands = *islands;
-  advice.policy_name = final_policy.name;
-  advice.policy_toml = final_policy.ToToml();
-  advice.fp32_weight_fraction = Fp32WeightFraction(*weights, final_policy);
+  Advise(base, *islands, *weights, &advice);
   return advice;
 }
 

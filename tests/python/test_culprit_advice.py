@@ -150,11 +150,7 @@ seeds = [0]
 def test_advise_cures_an_fp16_overflow_only_with_headroom(packages, tmp_path):
     # Kept in FP32 up to the scale, the logits pass into the softmax in FP16, but past
     # 16384: with FP16's range 2 bits smaller they overflow, and the softmax joins.
-    out = tmp_path / "advice.json"
-    r = run("advise", "--model", packages / "edge-logits", "--policy", "fp16-emulated", "--golden-dir",
-            packages / "goldens", "--json", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    advice = json.loads(out.read_text())
+    advice = passing_advice(packages, tmp_path, "edge-logits", "fp16-emulated")
     assert advice["status_before"] == "NONFINITE" and advice["status_after"] == "PASS"
     runs = {(tuple(run_["islands"]), run_["status"], run_["reason"]) for run_ in advice["runs"]}
     scaled = ("denoiser:aten::matmul", "denoiser:aten::mul")
