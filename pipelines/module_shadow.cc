@@ -307,48 +307,78 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   return out;
 }
 
-std::string ModuleShadow::RoundedCancellingNorm() const {
-  if (reference_ == nullptr) return "";
+ModuleShadow::RoundedNorm ModuleShadow::RoundedCancellingNorm() const {
+  RoundedNorm found;
+  if (reference_ == nullptr) return found;
   // What the compute's precision predicts of the norm: a rounding it returns at twice
   // that or more is a cancellation.
   const double compute = UnitRoundoff(policy_.emulate_fp16 ? c10::kHalf : policy_.compute);
+  const auto in_fp32 = [&](const OpSite& site) { return InFp32Op(policy_, site.module, site.op); };
   for (const auto& [key, input] : reference_->norm_inputs_) {
     if (input.offset < kCancellingOffset) continue;
     const OpSite& maker = input.maker;
+    const double gain = input.offset / input.rms;  // what the norm returns of an absolute error
     // A maker in FP32 rounds nothing itself, but may be fed the offset rounded outside FP32
     // (`norm(h + 0.2 * conv(h))` with the add and the mul kept, the conv's bias making the
     // offset): the FP32 op fed that rounding is found up the chain of FP32 makers.
     OpSite fed_rounded;
-    if (!maker.empty() && InFp32Op(policy_, maker.module, maker.op)) {
-      fed_rounded = FedTheOffsetRounded(maker, input.offset / input.rms, 2 * compute);
+    std::vector<OpSite> queue;  // candidates for rounded_by
+    if (!maker.empty() && in_fp32(maker)) {
+      fed_rounded = FedTheOffsetRounded(maker, gain, 2 * compute);
       if (fed_rounded.empty()) continue;
+      AbsoluteError(fed_rounded, &queue);
+    } else if (!maker.empty()) {
+      queue.push_back(maker);
+    }
+    for (size_t i = 0; i < queue.size() && i < 8; ++i) {
+      if (in_fp32(queue[i])) continue;
+      std::vector<OpSite> makers;
+      const double returned = AbsoluteError(queue[i], &makers) * gain;
+      // The maker itself is the one the offset is charged to, at any error.
+      if (!(returned >= 2 * compute) && !(queue[i] == maker)) continue;
+      IsolatedError rounder;
+      rounder.module = queue[i].module;
+      rounder.op = queue[i].op;
+      rounder.error = returned;
+      rounder.predicted = compute;
+      rounder.input_offset = input.offset;
+      rounder.input_maker = queue[i];
+      found.rounded_by.push_back(rounder);
+      for (const OpSite& m : makers) {
+        if (std::find(queue.begin(), queue.end(), m) == queue.end()) queue.push_back(m);
+      }
     }
     const OpSite norm = SiteOfKey(key);
     char offset[32];
     std::snprintf(offset, sizeof offset, "%.0fx", input.offset);
-    return norm.module + " (" + norm.op + ") takes an input" +
-           (maker.empty() ? "" : " from " + maker.module + " (" + maker.op + ")") + " whose mean is " +
-           offset + " its spread, rounded outside FP32" +
-           (fed_rounded.empty() ? "" : " before " + fed_rounded.module + " (" + fed_rounded.op + ")") +
-           ": the norm returns that rounding at full scale";
+    found.offset = input.offset;
+    found.note = norm.module + " (" + norm.op + ") takes an input" +
+                 (maker.empty() ? "" : " from " + maker.module + " (" + maker.op + ")") + " whose mean is " +
+                 offset + " its spread, rounded outside FP32" +
+                 (fed_rounded.empty() ? "" : " before " + fed_rounded.module + " (" + fed_rounded.op + ")") +
+                 ": the norm returns that rounding at full scale";
+    return found;
   }
-  return "";
+  return found;
+}
+
+double ModuleShadow::AbsoluteError(const OpSite& site, std::vector<OpSite>* makers) const {
+  double diff = 0;
+  int64_t values = 0;
+  for (const auto& [key, sums] : errors_) {
+    if (!(SiteOfKey(key) == site)) continue;
+    diff += sums.nonfinite > 0 ? std::numeric_limits<double>::infinity() : sums.diff;
+    values += sums.values;
+    makers->insert(makers->end(), sums.input_makers.begin(), sums.input_makers.end());
+  }
+  return values > 0 ? std::sqrt(diff / static_cast<double>(values)) : 0;
 }
 
 OpSite ModuleShadow::FedTheOffsetRounded(const OpSite& maker, double gain, double limit) const {
   std::vector<OpSite> queue = {maker};
   for (size_t i = 0; i < queue.size() && i < 8; ++i) {
-    // The site's absolute error (root mean square over its probed calls) and its makers.
-    double diff = 0;
-    int64_t values = 0;
     std::vector<OpSite> makers;
-    for (const auto& [key, sums] : errors_) {
-      if (!(SiteOfKey(key) == queue[i])) continue;
-      diff += sums.nonfinite > 0 ? std::numeric_limits<double>::infinity() : sums.diff;
-      values += sums.values;
-      makers.insert(makers.end(), sums.input_makers.begin(), sums.input_makers.end());
-    }
-    if (values > 0 && std::sqrt(diff / static_cast<double>(values)) * gain >= limit) return queue[i];
+    if (AbsoluteError(queue[i], &makers) * gain >= limit) return queue[i];
     for (const OpSite& m : makers) {
       if (InFp32Op(policy_, m.module, m.op) && std::find(queue.begin(), queue.end(), m) == queue.end())
         queue.push_back(m);

@@ -149,7 +149,18 @@ class ModuleShadow : public GraphObserver {
   // Such a norm returns its
   // input's rounding at full scale even when its own error, measured on the exact input
   // (an FP32 island entered by a cast), is none.
-  std::string RoundedCancellingNorm() const;
+  struct RoundedNorm {
+    std::string note;   // in words; "" when no norm returns a rounded offset
+    double offset = 0;  // its input's mean over spread
+    // The ops outside FP32 that rounded the offset, nearest the norm first: the maker, or
+    // the ones that made the inputs of the FP32 op fed the rounding; then up their makers
+    // outside FP32 while each rounds at the offset's scale (at most 8 sites): in
+    // `norm(h + 0.2 * conv(h))` with the add kept, the mul and the conv whose bias makes
+    // the offset. Each as a cause: its error what the norm returns of its rounding
+    // (relative), predicted the compute's unit roundoff, and itself the offset's maker.
+    std::vector<IsolatedError> rounded_by;
+  };
+  RoundedNorm RoundedCancellingNorm() const;
   // kCompare: of the op inputs that an op of the same forward made, the one whose relative
   // L2 error (against the FP32 run) is the most times what its maker's precision predicts:
   // that ratio, the site that took it (denoiser.mix, aten::conv3d) and its error. Each
@@ -224,6 +235,9 @@ class ModuleShadow : public GraphObserver {
   // an op in FP32 carries a rounding made outside FP32 when the FP32 op fed it reaches
   // the norm's offset / its input's rms as gain.
   OpSite FedTheOffsetRounded(const OpSite& maker, double gain, double limit) const;
+  // kCompare: site's absolute error (root mean square over its probed calls; +inf when it
+  // made a non-finite value) and, into `makers`, the ops that made its inputs.
+  double AbsoluteError(const OpSite& site, std::vector<OpSite>* makers) const;
   // The site of the call of `op` at `path` that is under way ("path\top\tk": the k-th call
   // of that pair in this forward); `upcoming`: before its outputs (they count the call).
   std::string SiteKey(const std::string& path, const std::string& op, bool upcoming) const;

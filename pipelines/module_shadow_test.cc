@@ -636,8 +636,9 @@ def forward(self, x):
 // norm(x + 0.2 * temporal(x)), temporal = x + 5120 (a conv whose bias makes the offset):
 // with the mul, the add and the norm kept in FP32, the norm's input is made in FP32, yet
 // it carries temporal's FP16 rounding of 5120 (half a unit is 2), which the norm returns
-// at full scale. The shadow finds it up the FP32 makers, at the mul fed it; with temporal
-// kept too, nothing is rounded outside FP32.
+// at full scale. The shadow finds it up the FP32 makers, at the mul fed it, and names
+// temporal as what rounded it; with the add kept alone, the mul and temporal both (the
+// mul rounds 1024); with temporal kept too, nothing is rounded outside FP32.
 TEST(ModuleShadowTest, ANormFedAnOffsetRoundedBeforeItsFp32MakersSaysWhereItWasRounded) {
   jit::Module root("TimeMix");
   root.register_module("temporal", Leaf("Temporal", "x + 5120.0"));
@@ -666,10 +667,23 @@ def forward(self, x):
     }
     return compared.RoundedCancellingNorm();
   };
-  EXPECT_NE(rounded_norm({"m.norm"}).find("from m (aten::add)"), std::string::npos);
-  const std::string kept = rounded_norm({"m.norm", "m:aten::add", "m:aten::mul"});
-  EXPECT_NE(kept.find("rounded outside FP32 before m (aten::mul)"), std::string::npos) << kept;
-  EXPECT_EQ(rounded_norm({"m.norm", "m:aten::add", "m:aten::mul", "m.temporal"}), "");
+  const auto sites = [](const ModuleShadow::RoundedNorm& norm) {
+    std::vector<std::string> names;
+    for (const IsolatedError& e : norm.rounded_by) names.push_back(e.module + " " + e.op);
+    return names;
+  };
+  const ModuleShadow::RoundedNorm plain = rounded_norm({"m.norm"});
+  EXPECT_NE(plain.note.find("from m (aten::add)"), std::string::npos) << plain.note;
+  EXPECT_EQ(sites(plain).front(), "m aten::add");
+  const ModuleShadow::RoundedNorm kept = rounded_norm({"m.norm", "m:aten::add", "m:aten::mul"});
+  EXPECT_NE(kept.note.find("rounded outside FP32 before m (aten::mul)"), std::string::npos) << kept.note;
+  EXPECT_EQ(sites(kept), std::vector<std::string>{"m.temporal aten::add"});
+  ASSERT_EQ(kept.rounded_by.size(), 1u);
+  EXPECT_GE(kept.rounded_by[0].Excess(), 2.0);  // a cause (kCauseExcess)
+  EXPECT_EQ(kept.rounded_by[0].input_maker, (OpSite{"m.temporal", "aten::add"}));
+  const ModuleShadow::RoundedNorm add_kept = rounded_norm({"m.norm", "m:aten::add"});
+  EXPECT_EQ(sites(add_kept), (std::vector<std::string>{"m aten::mul", "m.temporal aten::add"}));
+  EXPECT_EQ(rounded_norm({"m.norm", "m:aten::add", "m:aten::mul", "m.temporal"}).note, "");
 }
 
 }  // namespace

@@ -43,6 +43,11 @@ struct CellRunOptions {
   // grammar; "" none): applied when this process's device is the spec's.
   std::string inject_sdc;
   int probe_count = 8;  // least-headroom modules kept in the result
+  // Search every passing package cell for an error a few small modules make (runners/
+  // cell_bound.h), not only one using kMadeInModulesBandShare of its bound: `advise` judges
+  // its islands so, since islands that pass just inside that share at one seed FAIL past
+  // it at the next.
+  bool made_in_at_any_share = false;
   // Models and goldens kept across cells; null: a cache for this cell only (its warmup,
   // repeats and reruns still share one model).
   CellRunCache* cache = nullptr;

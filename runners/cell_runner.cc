@@ -521,14 +521,13 @@ double ShareOfBoundUsed(const ToleranceProfile& profile, const ComparisonMetrics
 // (runners/cell_bound.h, kMadeInModulesErrorFactor): the finding for
 // VerdictInputs::made_in_modules, "" when they do not (or the cell is not searched); the
 // every-step search into `producer` and the islands into `kept_islands` when it is the
-// finding's.
+// finding's. A cell using less than `band_share` of its bound is not searched.
 StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, ModelCache* models,
                                            const Golden& golden, const ToleranceProfile& profile,
-                                           const ComparisonMetrics& metrics,
+                                           const ComparisonMetrics& metrics, double band_share,
                                            std::optional<ErrorProducer>& producer,
                                            std::vector<std::string>& kept_islands) {
-  if (spec.model_dir.empty() || ShareOfBoundUsed(profile, metrics) < kMadeInModulesBandShare)
-    return std::string();
+  if (spec.model_dir.empty() || ShareOfBoundUsed(profile, metrics) < band_share) return std::string();
   std::vector<IsolatedError> causes;
   StatusOr<ErrorProducer> located =
       LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes, nullptr);
@@ -834,9 +833,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     VerdictInputs plain = in;
     plain.expected_to_fail = false;
     if (DecideVerdict(plain).status == CellStatus::kPass) {
-      StatusOr<std::string> finding =
-          MadeInModulesFinding(spec, outcome->sampler.steps, models, *golden->golden, *in.tolerance,
-                               *in.metrics, producer, result.made_in_islands);
+      StatusOr<std::string> finding = MadeInModulesFinding(
+          spec, outcome->sampler.steps, models, *golden->golden, *in.tolerance, *in.metrics,
+          options.made_in_at_any_share ? 0.0 : kMadeInModulesBandShare, producer, result.made_in_islands);
       if (!finding.ok()) return finding.status();
       in.made_in_modules = *finding;
     }

@@ -131,8 +131,16 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
   }
   if (producer.norm_module.empty()) {
     // The norm's own error was measured on its exact input (an FP32 island): not the top.
-    const std::string norm = compared.RoundedCancellingNorm();
-    if (!norm.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm;
+    // The ops that rounded the offset it cancels are causes, each as the maker of that
+    // offset (kept with the norm, an op at a root as an op island).
+    const ModuleShadow::RoundedNorm norm = compared.RoundedCancellingNorm();
+    if (!norm.note.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm.note;
+    for (const IsolatedError& rounder : norm.rounded_by) {
+      const auto same = [&](const IsolatedError& e) {
+        return e.module == rounder.module && e.op == rounder.op;
+      };
+      if (std::none_of(causes->begin(), causes->end(), same)) causes->push_back(rounder);
+    }
   }
   const ModuleShadow::MadeInput& input = compared.worst_made_input();
   // Its maker is a cause whose isolated error shows it (an op fed a rounding made before
