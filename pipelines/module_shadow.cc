@@ -78,6 +78,14 @@ bool ReadsOnlyTheShape(const std::string& op) {
   return ops.count(op) > 0;
 }
 
+// An op whose output is uninitialised memory (`torch.empty`, which `baddbmm(..., beta=0)`
+// ignores, as diffusers' attention scores do): its values are no result, and the next op's
+// input from it is none either.
+bool MakesUninitialised(const std::string& op) {
+  return op == "aten::empty" || op == "aten::empty_like" || op == "aten::new_empty" ||
+         op == "aten::empty_strided";
+}
+
 // A norm's input offset ratio (IsolatedError::input_offset): root mean square over
 // standard deviation, pooled over the rows the norm `op` normalises; 0 when undefined.
 double OffsetRatio(const std::string& op, const at::Tensor& value) {
@@ -263,6 +271,7 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
                                const at::Tensor& value) {
   GraphObserver& inner = inner_ != nullptr ? *inner_ : pass_through_;
   const at::Tensor out = inner.After(path, site, output_index, value);
+  if (MakesUninitialised(site.op)) return out;
   if (steps_.count(step_) > 0 && Probed(out)) {
     if (site.kind == GraphSite::Kind::kOp) {
       double predicted = 0;

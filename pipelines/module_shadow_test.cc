@@ -412,6 +412,46 @@ def forward(self, x):
   EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site.module;
 }
 
+// diffusers' attention scores: `baddbmm(torch.empty(...), q, k^T, beta=0)` ignores the
+// uninitialised tensor. Its values (other garbage in each run, non-finite at times) are no
+// op's error and no made input: before, a BF16 run named `aten::empty` as the producer,
+// "a NaN/Inf from finite FP32 inputs".
+TEST(ModuleShadowTest, AnUninitialisedTensorThatBaddbmmIgnoresIsNoError) {
+  jit::Module root("Scores");
+  root.define(R"JIT(
+def forward(self, x):
+    q = x.unsqueeze(0)
+    empty = torch.empty([1, q.size(1), q.size(1)], dtype=q.dtype)
+    return torch.baddbmm(empty, q, q.transpose(1, 2), beta=0.0, alpha=0.5) + 1.0
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  torch::manual_seed(0);
+  const at::Tensor x = torch::rand({4, 16}).to(at::kHalf).to(at::kFloat);
+  const DtypePolicy policy = Fp16Emulated();
+  PackageObserver fp32(Fp32Policy(), true), fp16(policy, true);
+  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
+  {
+    ModuleShadow::ActiveScope active(recorded);
+    Forward(root, *instrumentation, fp32, x);
+  }
+  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, policy, &recorded);
+  compared.MeasureMadeInputs();
+  {
+    ModuleShadow::ActiveScope active(compared);
+    Forward(root, *instrumentation, fp16, x);
+  }
+  const std::vector<IsolatedError> errors = compared.Errors();
+  ASSERT_FALSE(errors.empty());
+  for (const IsolatedError& e : errors) {
+    EXPECT_NE(e.op, "aten::empty");
+    EXPECT_TRUE(std::isfinite(e.Excess())) << e.op;
+  }
+  EXPECT_NE(std::find_if(errors.begin(), errors.end(),
+                         [](const IsolatedError& e) { return e.op == "aten::baddbmm"; }),
+            errors.end());
+  EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site.op;
+}
+
 // Under FP8 storage a norm's affine weight predicts 2^-2 of error, yet a norm that cancels
 // its input's offset returns the compute's rounding of it: that cancellation is judged
 // against the compute's precision (FP16 here), or a 49x error would read as 1x.
