@@ -346,6 +346,12 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
       origin_island = next.back();
       consumer_island = IslandFor({failed.error_module, failed.error_op}, weights);
     }
+  } else if (const Culprit maker = CulpritOf(failed);
+             !failed.producer.norm_module.empty() && !maker.module.empty() && !Covers(base, islands, maker)) {
+    // The norm is in FP32 and still returns the offset its maker (the producer) rounded:
+    // the maker joins, whether or not the run moved (a text stream's LayerNorm kept in FP32
+    // moved the cell a little; widening it took the whole denoiser).
+    next.push_back(IslandFor(maker, weights));
   } else {
     // Covered and failing for the same cause: wider. An op that still makes a NaN/Inf in
     // FP32 may take a value that overflowed where an island's output re-entered the

@@ -323,6 +323,34 @@ class TokenShiftDenoiser(nn.Module):
         return self.conv_out(tokens.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3))
 
 
+class TextDriftDenoiser(nn.Module):
+    """Video tokens attend to a text stream that a LayerNorm (trained-like affine)
+    normalises after a Linear whose bias adds 1024: BF16 rounds that drift before the
+    norm cancels it (a Mochi-like text stream)."""
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.text_proj = nn.Linear(8, 8)
+        self.text_norm = nn.LayerNorm(8)
+        self.to_q = nn.Linear(8, 8)
+        self.to_k = nn.Linear(8, 8)
+        self.to_v = nn.Linear(8, 8)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+        with torch.no_grad():
+            self.text_proj.bias.add_(1024.0)
+            self.text_norm.weight.add_(0.1 * torch.randn(8))
+            self.text_norm.bias.add_(0.05 * torch.randn(8))
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        b, ch, f, hh, ww = h.shape
+        tokens = h.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, ch)
+        text = self.text_norm(self.text_proj(cond))
+        probs = torch.softmax(torch.matmul(self.to_q(tokens), self.to_k(text).transpose(1, 2)), -1)
+        tokens = tokens + torch.matmul(probs, self.to_v(text))
+        return self.conv_out(tokens.reshape(b, f, hh, ww, ch).permute(0, 4, 1, 2, 3))
+
+
 class TableDenoiser(nn.Module):
     def __init__(self, plain: bool):
         super().__init__()
@@ -860,6 +888,7 @@ PACKAGES = [
     (5, "root-logits", RootLogitsDenoiser, {}),
     (11, "drift-norm", DriftNormDenoiser, {}),
     (11, "token-shift", TokenShiftDenoiser, dict(traced=True)),
+    (3, "text-drift", TextDriftDenoiser, {}),
     (5, "named-tuple", NamedTupleDenoiser, {}),
     (5, "edge-logits", EdgeLogitsDenoiser, {}),
     (5, "root-gain-logits", RootGainLogitsDenoiser, {}),
