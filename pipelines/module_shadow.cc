@@ -189,7 +189,11 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
       NoteChoice(path, site, input_index, value);
     return inner.Before(path, site, input_index, value);
   }
-  if (input_index == site.weight_input || input_index == StoredWeightInput(site.op) ||
+  // A linear's or a convolution's bias is a stored weight as its weight is (FP8 storage
+  // saturates a bias of 512 alike): never replaced by the FP32 run's.
+  const bool bias = site.weighted != nullptr && site.weighted->positional_weight && site.weight_input >= 0 &&
+                    input_index == site.weighted->bias;
+  if (input_index == site.weight_input || input_index == StoredWeightInput(site.op) || bias ||
       (value.is_leaf() && value.requires_grad())) {  // a weight
     const std::string name = SiteKey(path, site.op, /*upcoming=*/true);
     if (mode_ == Mode::kRecord && value.numel() > 0) {  // the FP32 weights: their largest

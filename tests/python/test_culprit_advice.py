@@ -288,6 +288,25 @@ def test_advise_adds_the_maker_of_the_offset_a_norm_in_fp32_still_returns(packag
     assert advice["culprit"] == "denoiser.text_proj (aten::linear)"
 
 
+def test_a_bias_fp8_saturates_is_the_producers_and_advise_keeps_its_module(packages, tmp_path):
+    """unshift under fp8e4m3-bf16: the conv that takes the +512 out again has a bias of -512,
+    beyond E4M3's 448. A linear's or conv's bias is a stored weight to the producer search
+    as its weight is (never replaced by the FP32 run's), so the conv is the producer and
+    advise keeps its module with the add that makes its input. Before, the search replaced
+    the bias by the FP32 one, named `denoiser (aten::cat)` at 0.45x its precision, and
+    advise found no island under 50% of the weights."""
+    out = tmp_path / "check.json"
+    run("check", "--model", packages / "unshift", "--policy", "fp8e4m3-bf16", "--golden-dir",
+        packages / "goldens", "--json", out)
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "FAIL" and "decoder.unshift.conv.bias reaches 512" in cell["reason"], cell["reason"]
+    assert cell["producer"]["module"] == "decoder.unshift.conv", cell["producer"]
+    assert "beyond fp8e4m3's largest (448)" in cell["producer"]["note"], cell["producer"]
+    advice = passing_advice(packages, tmp_path, "unshift", "fp8e4m3-bf16")
+    assert advice["culprit"] == "decoder.unshift.conv (aten::conv3d)"
+    assert "decoder.unshift" in advice["islands"] and "decoder" not in advice["islands"], advice["runs"]
+
+
 def test_an_op_island_on_a_scripted_norm_casts_its_weight_with_its_input(packages, tmp_path):
     # nn.GroupNorm scripted passes its weight to aten::group_norm as Tensor? (Optional).
     policies = tmp_path / "islands.toml"
