@@ -351,6 +351,34 @@ class TextDriftDenoiser(nn.Module):
         return self.conv_out(tokens.reshape(b, f, hh, ww, ch).permute(0, 4, 1, 2, 3))
 
 
+class AnchorBlock(nn.Module):
+    """A temporal block that recentres its input on the clip mean through an anchor of
+    4096, `mu + ((h + 4096) - (mu + 4096))`: BF16 rounds the frame differences away."""
+    def __init__(self):
+        super().__init__()
+        self.mix = nn.Conv3d(8, 8, 1)
+
+    def forward(self, h):
+        mu = h.mean(dim=2, keepdim=True)
+        h = mu + ((h + 4096.0) - (mu + 4096.0))
+        return h + 0.1 * self.mix(h)
+
+
+class TwinAnchorDenoiser(nn.Module):
+    """The same anchored block twice: a defect that repeats in sibling blocks."""
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.blocks = nn.ModuleList([AnchorBlock(), AnchorBlock()])
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.conv_out(h)
+
+
 class TableDenoiser(nn.Module):
     def __init__(self, plain: bool):
         super().__init__()
@@ -889,6 +917,7 @@ PACKAGES = [
     (11, "drift-norm", DriftNormDenoiser, {}),
     (11, "token-shift", TokenShiftDenoiser, dict(traced=True)),
     (3, "text-drift", TextDriftDenoiser, {}),
+    (3, "twin-anchor", TwinAnchorDenoiser, {}),
     (5, "named-tuple", NamedTupleDenoiser, {}),
     (5, "edge-logits", EdgeLogitsDenoiser, {}),
     (5, "root-gain-logits", RootGainLogitsDenoiser, {}),

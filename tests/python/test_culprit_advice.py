@@ -63,7 +63,7 @@ def packages(tmp_path_factory):
                  "bool-mask-attention", "fp8-range", "fp8-outlier", "blend-motion", "blend-twin", "tcast",
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
-                 "edge-logits", "root-gain-logits", "text-drift"):
+                 "edge-logits", "root-gain-logits", "text-drift", "twin-anchor"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -102,7 +102,7 @@ def test_an_offset_a_norm_cancels_is_charged_to_the_sibling_op_that_added_it(pac
     assert "that error is denoiser.norm's (aten::layer_norm), whose input from this op has a mean" in r.stdout
 
 
-def test_advise_widens_the_producer_to_its_own_module_and_the_store_keeps_it(packages, tmp_path):
+def test_advise_keeps_the_producer_with_the_sum_that_made_its_input_and_the_store_keeps_it(packages, tmp_path):
     out = tmp_path / "advice.json"
     r = run("advise", "--model", packages / "cancel-shift", "--policy", "bf16", "--golden-dir",
             packages / "goldens", "--json", out, "--db", tmp_path / "advise.db")
@@ -110,8 +110,12 @@ def test_advise_widens_the_producer_to_its_own_module_and_the_store_keeps_it(pac
     advice = json.loads(out.read_text())
     assert advice["status_before"] == "FAIL" and advice["status_after"] == "PASS"
     assert advice["culprit"] == "denoiser.blocks.0.shift (aten::sub)"
-    # The op alone in FP32 still takes its input rounded to BF16: its module is the island.
-    assert advice["islands"] == ["denoiser.blocks.0.shift"], advice["runs"]
+    # The subtraction alone in FP32 still takes its input rounded to BF16: the add that
+    # made that input joins it (an elementwise sum that left the error where it was
+    # cancels what was rounded before it), before the module does.
+    assert advice["islands"] == ["denoiser.blocks.0.shift:aten::add", "denoiser.blocks.0.shift:aten::sub"], \
+        advice["runs"]
+    assert ["denoiser.blocks.0.shift"] not in [run_["islands"] for run_ in advice["runs"]]
     assert advice["fp32_weight_fraction"] == 0
     assert "error made in: denoiser.blocks.0.shift (aten::sub)" in r.stdout
     with sqlite3.connect(tmp_path / "advise.db") as db:
@@ -305,6 +309,19 @@ def test_a_bias_fp8_saturates_is_the_producers_and_advise_keeps_its_module(packa
     advice = passing_advice(packages, tmp_path, "unshift", "fp8e4m3-bf16")
     assert advice["culprit"] == "decoder.unshift.conv (aten::conv3d)"
     assert "decoder.unshift" in advice["islands"] and "decoder" not in advice["islands"], advice["runs"]
+
+
+def test_advise_mirrors_the_islands_of_a_defect_that_repeats_in_a_sibling_block(packages, tmp_path):
+    """twin-anchor under bf16: both blocks recentre through an anchor of 4096. With the
+    subtraction and the add that made its input kept in FP32 in one block, the run names the
+    same op in its sibling: those islands are mirrored there at once. Before, the first
+    block's module, then the whole model (no island of at most 50%)."""
+    advice = passing_advice(packages, tmp_path, "twin-anchor", "bf16")
+    assert advice["islands"] == ["denoiser.blocks.0:aten::add", "denoiser.blocks.0:aten::sub",
+                                 "denoiser.blocks.1:aten::add", "denoiser.blocks.1:aten::sub"], advice["runs"]
+    assert advice["fp32_weight_fraction"] == 0
+    assert not any(island in ("denoiser.blocks.0", "denoiser.blocks.1") for run_ in advice["runs"]
+                   for island in run_["islands"]), advice["runs"]
 
 
 def test_an_op_island_on_a_scripted_norm_casts_its_weight_with_its_input(packages, tmp_path):
