@@ -39,6 +39,8 @@ bool Advisable(const CellResult& r) {
 // none (a FAIL of the reference model).
 struct Culprit {
   std::string module, op;
+  // Grow took the ops that made the inputs of this culprit's sum island once already.
+  bool took_sum_makers = false;
   std::string Name() const { return module + (op.empty() ? "" : " (" + op + ")"); }
 };
 Culprit CulpritOf(const CellResult& r) {
@@ -384,8 +386,11 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
     // rounded before it (`(x + 4096) - (mu + 4096)`): the ops that made its inputs join it
     // before its module does (measured: the block's module, 7.8-15.7% of the weights,
     // where the sum and the adds cure it at 0%).
+    // Once: a sum still unmoved with them takes a rounding its module holds (a blend weight
+    // stored as 1.0), and the module comes next.
     const bool cancelling_sum = unmoved && covering != next.end() && IsOpIslandEntry(*covering) &&
-                                IsElementwiseSum(OpOfIslandEntry(*covering));
+                                IsElementwiseSum(OpOfIslandEntry(*covering)) && !last->took_sum_makers;
+    last->took_sum_makers = last->took_sum_makers || cancelling_sum;
     const bool makers_first = ((unmoved || names_none) &&
                                (covering == next.end() || !IsOpIslandEntry(*covering) || widens_to_root)) ||
                               nonfinite_at_root || cancelling_sum;
