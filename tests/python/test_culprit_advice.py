@@ -324,6 +324,17 @@ def test_advise_mirrors_the_islands_of_a_defect_that_repeats_in_a_sibling_block(
                    for island in run_["islands"]), advice["runs"]
 
 
+def test_advise_takes_a_sums_input_makers_once_then_its_module(packages, tmp_path):
+    """blend-motion under bf16: the blend's add kept in FP32 leaves the error (the blend
+    weight 0.9995 is stored as 1.0), and so do the ops that made its inputs: the rounding is
+    the module's own weight, so the module comes next. Before, each unmoved run took in the
+    makers of the makers (8 runs, and the decoder's own ops tried beside the blend)."""
+    advice = passing_advice(packages, tmp_path, "blend-motion", "bf16")
+    assert advice["islands"] == ["decoder.blend"], advice["runs"]
+    assert len(advice["runs"]) == 4, advice["runs"]
+    assert not any(island.startswith("decoder:") for run_ in advice["runs"] for island in run_["islands"])
+
+
 def test_an_op_island_on_a_scripted_norm_casts_its_weight_with_its_input(packages, tmp_path):
     # nn.GroupNorm scripted passes its weight to aten::group_norm as Tensor? (Optional).
     policies = tmp_path / "islands.toml"
