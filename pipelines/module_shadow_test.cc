@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -374,21 +375,12 @@ def forward(self, x):
   EXPECT_EQ(centred, 1);
 }
 
-// A frame difference of features with a large static part (`g - g.mean(1)`, g = x +
-// 1000) takes both inputs' rounding: each op that made one is named, in order. An input
-// taken only for its shape (`torch.zeros_like(d)`, the padding of a motion branch) is no
-// made input, however large its error: nothing of its values reaches the op.
-TEST(ModuleShadowTest, NamesEveryInputsMakerAndSkipsAnInputReadOnlyForItsShape) {
-  jit::Module root("Motion");
-  root.define(R"JIT(
-def forward(self, x):
-    g = x + 1000.0
-    d = g - g.mean(1, keepdim=True)
-    return torch.zeros_like(d) + x
-)JIT");
+// Records `root` on `x` in FP32, runs it fed that recording under the FP16 emulation (the
+// errors of inputs made in the same forward measured too), and hands the comparing shadow
+// to `inspect`.
+void CompareUnderFp16(jit::Module& root, const at::Tensor& x,
+                      const std::function<void(const ModuleShadow&)>& inspect) {
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
-  torch::manual_seed(0);
-  const at::Tensor x = torch::rand({2, 16}).to(at::kHalf).to(at::kFloat);
   const DtypePolicy policy = Fp16Emulated();
   PackageObserver fp32(Fp32Policy(), true), fp16(policy, true);
   ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
@@ -402,14 +394,32 @@ def forward(self, x):
     ModuleShadow::ActiveScope active(compared);
     Forward(root, *instrumentation, fp16, x);
   }
-  const std::vector<IsolatedError> errors = compared.Errors();
-  const auto sub =
-      std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) { return e.op == "aten::sub"; });
-  ASSERT_NE(sub, errors.end());
-  const std::vector<OpSite> makers = {{"m", "aten::add"}, {"m", "aten::mean"}};
-  EXPECT_EQ(sub->input_makers, makers);
-  // d's error is many times the subtraction's precision, but only zeros_like takes it.
-  EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site.module;
+  inspect(compared);
+}
+
+// A frame difference of features with a large static part (`g - g.mean(1)`, g = x +
+// 1000) takes both inputs' rounding: each op that made one is named, in order. An input
+// taken only for its shape (`torch.zeros_like(d)`, the padding of a motion branch) is no
+// made input, however large its error: nothing of its values reaches the op.
+TEST(ModuleShadowTest, NamesEveryInputsMakerAndSkipsAnInputReadOnlyForItsShape) {
+  jit::Module root("Motion");
+  root.define(R"JIT(
+def forward(self, x):
+    g = x + 1000.0
+    d = g - g.mean(1, keepdim=True)
+    return torch.zeros_like(d) + x
+)JIT");
+  torch::manual_seed(0);
+  CompareUnderFp16(root, torch::rand({2, 16}).to(at::kHalf).to(at::kFloat), [](const ModuleShadow& compared) {
+    const std::vector<IsolatedError> errors = compared.Errors();
+    const auto sub = std::find_if(errors.begin(), errors.end(),
+                                  [](const IsolatedError& e) { return e.op == "aten::sub"; });
+    ASSERT_NE(sub, errors.end());
+    const std::vector<OpSite> makers = {{"m", "aten::add"}, {"m", "aten::mean"}};
+    EXPECT_EQ(sub->input_makers, makers);
+    // d's error is many times the subtraction's precision, but only zeros_like takes it.
+    EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site.module;
+  });
 }
 
 // diffusers' attention scores: `baddbmm(torch.empty(...), q, k^T, beta=0)` ignores the
@@ -424,32 +434,18 @@ def forward(self, x):
     empty = torch.empty([1, q.size(1), q.size(1)], dtype=q.dtype)
     return torch.baddbmm(empty, q, q.transpose(1, 2), beta=0.0, alpha=0.5) + 1.0
 )JIT");
-  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
   torch::manual_seed(0);
-  const at::Tensor x = torch::rand({4, 16}).to(at::kHalf).to(at::kFloat);
-  const DtypePolicy policy = Fp16Emulated();
-  PackageObserver fp32(Fp32Policy(), true), fp16(policy, true);
-  ModuleShadow recorded(ModuleShadow::Mode::kRecord, {0}, Fp32Policy());
-  {
-    ModuleShadow::ActiveScope active(recorded);
-    Forward(root, *instrumentation, fp32, x);
-  }
-  ModuleShadow compared(ModuleShadow::Mode::kCompare, {0}, policy, &recorded);
-  compared.MeasureMadeInputs();
-  {
-    ModuleShadow::ActiveScope active(compared);
-    Forward(root, *instrumentation, fp16, x);
-  }
-  const std::vector<IsolatedError> errors = compared.Errors();
-  ASSERT_FALSE(errors.empty());
-  for (const IsolatedError& e : errors) {
-    EXPECT_NE(e.op, "aten::empty");
-    EXPECT_TRUE(std::isfinite(e.Excess())) << e.op;
-  }
-  EXPECT_NE(std::find_if(errors.begin(), errors.end(),
-                         [](const IsolatedError& e) { return e.op == "aten::baddbmm"; }),
-            errors.end());
-  EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site.op;
+  CompareUnderFp16(root, torch::rand({4, 16}).to(at::kHalf).to(at::kFloat), [](const ModuleShadow& compared) {
+    const std::vector<IsolatedError> errors = compared.Errors();
+    ASSERT_FALSE(errors.empty());
+    for (const IsolatedError& e : errors) {
+      EXPECT_NE(e.op, "aten::empty");
+      EXPECT_TRUE(std::isfinite(e.Excess())) << e.op;
+    }
+    const auto baddbmm = [](const IsolatedError& e) { return e.op == "aten::baddbmm"; };
+    EXPECT_NE(std::find_if(errors.begin(), errors.end(), baddbmm), errors.end());
+    EXPECT_LT(compared.worst_made_input().excess, 2) << compared.worst_made_input().site.op;
+  });
 }
 
 // Under FP8 storage a norm's affine weight predicts 2^-2 of error, yet a norm that cancels

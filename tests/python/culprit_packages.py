@@ -192,11 +192,12 @@ class Block(nn.Module):
         return h + 0.5 * torch.tanh(self.mix(self.shift(h)))
 
 
-class CancelDenoiser(nn.Module):
-    def __init__(self):
+class BlocksDenoiser(nn.Module):
+    """conv_in, the blocks `make_blocks` returns (made after it), conv_out."""
+    def __init__(self, make_blocks):
         super().__init__()
         self.conv_in = nn.Conv3d(4, 8, 1)
-        self.blocks = nn.ModuleList([Block(True), Block(False)])
+        self.blocks = nn.ModuleList(make_blocks())
         self.conv_out = nn.Conv3d(8, 4, 1)
 
     def forward(self, x, t, cond):
@@ -204,6 +205,11 @@ class CancelDenoiser(nn.Module):
         for block in self.blocks:
             h = block(h)
         return self.conv_out(h)
+
+
+class CancelDenoiser(BlocksDenoiser):
+    def __init__(self):
+        super().__init__(lambda: [Block(True), Block(False)])
 
 
 def add_overflowing_projections(module):
@@ -364,19 +370,10 @@ class AnchorBlock(nn.Module):
         return h + 0.1 * self.mix(h)
 
 
-class TwinAnchorDenoiser(nn.Module):
+class TwinAnchorDenoiser(BlocksDenoiser):
     """The same anchored block twice: a defect that repeats in sibling blocks."""
     def __init__(self):
-        super().__init__()
-        self.conv_in = nn.Conv3d(4, 8, 1)
-        self.blocks = nn.ModuleList([AnchorBlock(), AnchorBlock()])
-        self.conv_out = nn.Conv3d(8, 4, 1)
-
-    def forward(self, x, t, cond):
-        h = self.conv_in(x)
-        for block in self.blocks:
-            h = block(h)
-        return self.conv_out(h)
+        super().__init__(lambda: [AnchorBlock(), AnchorBlock()])
 
 
 class TableDenoiser(nn.Module):
