@@ -364,7 +364,6 @@ ModuleShadow::RoundedNorm ModuleShadow::RoundedCancellingNorm() const {
     const OpSite norm = SiteOfKey(key);
     char offset[32];
     std::snprintf(offset, sizeof offset, "%.0fx", input.offset);
-    found.offset = input.offset;
     found.note = norm.module + " (" + norm.op + ") takes an input" +
                  (maker.empty() ? "" : " from " + maker.module + " (" + maker.op + ")") + " whose mean is " +
                  offset + " its spread, rounded outside FP32" +

@@ -150,8 +150,7 @@ class ModuleShadow : public GraphObserver {
   // input's rounding at full scale even when its own error, measured on the exact input
   // (an FP32 island entered by a cast), is none.
   struct RoundedNorm {
-    std::string note;   // in words; "" when no norm returns a rounded offset
-    double offset = 0;  // its input's mean over spread
+    std::string note;  // in words; "" when no norm returns a rounded offset
     // The ops outside FP32 that rounded the offset, nearest the norm first: the maker, or
     // the ones that made the inputs of the FP32 op fed the rounding; then up their makers
     // outside FP32 while each rounds at the offset's scale (at most 8 sites): in

@@ -710,6 +710,7 @@ def forward(self, x):
   };
   const ModuleShadow::RoundedNorm plain = rounded_norm({"m.norm"});
   EXPECT_NE(plain.note.find("from m (aten::add)"), std::string::npos) << plain.note;
+  ASSERT_FALSE(plain.rounded_by.empty());
   EXPECT_EQ(sites(plain).front(), "m aten::add");
   const ModuleShadow::RoundedNorm kept = rounded_norm({"m.norm", "m:aten::add", "m:aten::mul"});
   EXPECT_NE(kept.note.find("rounded outside FP32 before m (aten::mul)"), std::string::npos) << kept.note;
