@@ -45,6 +45,8 @@ class NumericProbes {
   void ExcuseNonfiniteOf(const NumericProbes* fp32) { fp32_nonfinite_ = fp32; }
 
   const FirstNonfinite& first_nonfinite() const { return first_.found ? first_ : first_excused_; }
+  // Whether every non-finite output seen was excused (ExcuseNonfiniteOf), at least one.
+  bool OnlyExcusedNonfinite() const { return !first_.found && first_excused_.found; }
   // Up to `n` modules, least headroom first (ties: more overflow first, then by name).
   std::vector<ModuleProbe> LeastHeadroom(size_t n) const;
   // Every module observed, in no particular order.

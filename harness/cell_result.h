@@ -201,8 +201,13 @@ struct CellResult {
   // is the advisor's first; any other passes only if it leaves as little. For the
   // advisor; not written to JSON or the store.
   std::vector<std::string> made_in_islands;
-  std::optional<Advice> advice;     // when `framegate advise` ran on this cell
-  std::vector<StepReplay> replays;  // `check --replay`: one per repeat
+  // Whether made_in_islands make the compute part's error (an FP8 cell's: its stored
+  // weights computed in the policy's dtype against the same computed in FP32), which
+  // `compute_metrics` measured. For the advisor; not written to JSON or the store.
+  bool made_in_compute_part = false;
+  std::optional<ComparisonMetrics> compute_metrics;  // when the compute part was judged
+  std::optional<Advice> advice;                      // when `framegate advise` ran on this cell
+  std::vector<StepReplay> replays;                   // `check --replay`: one per repeat
   CellTimings timings;
   std::string golden;         // golden file used, "" when none
   std::string artifacts_dir;  // candidate frames/latents saved here, "" when not kept

@@ -176,15 +176,15 @@ class Search {
   // A cell FAILed because a few small modules make its error (CellResult::made_in_islands)
   // passes as soon as nothing is searched that way, cured or not: from then on a run
   // passes only if it also leaves at most 1 / kMadeInModulesErrorFactor of `observed`'s
-  // error, as the rule's own run did.
+  // error, as the rule's own run did (of the compute part's, when the rule found it there:
+  // 1 / kMadeInComputePartErrorFactor).
   void RequireTheCureOf(const CellResult& observed) {
-    if (!observed.made_in_islands.empty() && observed.metrics)
-      observed_rel_l2_ = observed.metrics->video.rel_l2;
+    cure_of_compute_part_ = observed.made_in_compute_part;
+    if (!observed.made_in_islands.empty()) observed_rel_l2_ = RuleError(observed);
   }
   bool Passes(const CellResult& r) const {
     return r.status == CellStatus::kPass &&
-           (!(observed_rel_l2_ >= 0) ||
-            (r.metrics && r.metrics->video.rel_l2 * kMadeInModulesErrorFactor <= observed_rel_l2_));
+           (!(observed_rel_l2_ >= 0) || RuleError(r) * RuleFactor() <= observed_rel_l2_);
   }
 
   // An FP16 overflow (a NONFINITE cell of a package under the FP16 emulation) is cured
@@ -253,14 +253,26 @@ class Search {
   void Record(const Islands& islands, const CellResult& r, Advice* advice) {
     if (r.status == CellStatus::kPass && !Passes(r)) {
       char text[200];
-      std::snprintf(text, sizeof text,
-                    "within the bound, but it leaves %.2f of the error (rel_l2 %.3g): not cured",
-                    r.metrics->video.rel_l2 / observed_rel_l2_, r.metrics->video.rel_l2);
+      std::snprintf(
+          text, sizeof text, "within the bound, but it leaves %.2f of the %serror (rel_l2 %.3g): not cured",
+          RuleError(r) / observed_rel_l2_, cure_of_compute_part_ ? "compute part's " : "", RuleError(r));
       advice->runs.push_back({islands, CellStatus::kFail, text});
     } else {
       advice->runs.push_back({islands, r.status, r.reason});
     }
     if (options_.on_run) options_.on_run(advice->runs.back());
+  }
+
+  // The error RequireTheCureOf compares: the relative L2 of the whole cell's or of its
+  // compute part; infinite when not measured (no cure shown).
+  double RuleError(const CellResult& r) const {
+    const std::optional<ComparisonMetrics>& m = cure_of_compute_part_ ? r.compute_metrics : r.metrics;
+    return m ? m->video.rel_l2 : std::numeric_limits<double>::infinity();
+  }
+
+  bool cure_of_compute_part() const { return cure_of_compute_part_; }
+  double RuleFactor() const {
+    return cure_of_compute_part_ ? kMadeInComputePartErrorFactor : kMadeInModulesErrorFactor;
   }
 
   bool BudgetLeft(const Advice& advice) const {
@@ -271,8 +283,9 @@ class Search {
   const ResolvedCell& cell_;
   const DtypePolicy& base_;
   const AdviseOptions& options_;
-  double observed_rel_l2_ = -1;  // RequireTheCureOf's cell's; negative: none
-  bool headroom_ = false;        // RequireHeadroomFor
+  double observed_rel_l2_ = -1;        // RequireTheCureOf's cell's; negative: none
+  bool cure_of_compute_part_ = false;  // RequireTheCureOf: of the compute part's error
+  bool headroom_ = false;              // RequireHeadroomFor
   Islands passed_without_headroom_;
 };
 
@@ -520,8 +533,11 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
       break;
     }
     if (r->status == CellStatus::kPass) {  // within the bound, but not cured
-      step = Stop("the islands pass the bound but leave more than 1/" +
-                  std::to_string(static_cast<int>(kMadeInModulesErrorFactor)) + " of the cell's error");
+      char text[120];
+      std::snprintf(text, sizeof text,
+                    "the islands pass the bound but leave more than 1/%g of the cell's %serror",
+                    search.RuleFactor(), search.cure_of_compute_part() ? "compute part's " : "");
+      step = Stop(text);
       break;
     }
     advice.status_after = r->status;

@@ -376,6 +376,32 @@ class TwinAnchorDenoiser(BlocksDenoiser):
         super().__init__(lambda: [AnchorBlock(), AnchorBlock()])
 
 
+class MaskedAnchorDenoiser(BlocksDenoiser):
+    """An anchored block after a cross-attention to the text tokens whose last two are
+    padding, masked with -inf as Open-Sora's STDiT does: the FP32 run writes the same -inf,
+    which is no failure of the policy's run."""
+    def __init__(self):
+        super().__init__(lambda: [AnchorBlock()])
+        self.to_q = nn.Linear(8, 8)
+        self.to_k = nn.Linear(8, 8)
+        self.to_v = nn.Linear(8, 8)
+        padding = torch.zeros(1, 1, 4, dtype=torch.bool)
+        padding[..., -2:] = True
+        self.register_buffer("padding", padding)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        b, c, f, hh, ww = h.shape
+        tokens = h.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, c)
+        logits = torch.matmul(self.to_q(tokens), self.to_k(cond).transpose(1, 2)) / 8 ** 0.5
+        probs = torch.softmax(logits.masked_fill(self.padding, float("-inf")), -1)
+        tokens = tokens + 0.1 * torch.matmul(probs, self.to_v(cond))
+        h = tokens.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3).contiguous()
+        for block in self.blocks:
+            h = block(h)
+        return self.conv_out(h)
+
+
 class TableDenoiser(nn.Module):
     def __init__(self, plain: bool):
         super().__init__()
@@ -915,6 +941,7 @@ PACKAGES = [
     (11, "token-shift", TokenShiftDenoiser, dict(traced=True)),
     (3, "text-drift", TextDriftDenoiser, {}),
     (3, "twin-anchor", TwinAnchorDenoiser, {}),
+    (3, "masked-anchor", MaskedAnchorDenoiser, {}),
     (5, "named-tuple", NamedTupleDenoiser, {}),
     (5, "edge-logits", EdgeLogitsDenoiser, {}),
     (5, "root-gain-logits", RootGainLogitsDenoiser, {}),

@@ -63,7 +63,7 @@ def packages(tmp_path_factory):
                  "bool-mask-attention", "fp8-range", "fp8-outlier", "blend-motion", "blend-twin", "tcast",
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
-                 "edge-logits", "root-gain-logits", "text-drift", "twin-anchor"):
+                 "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -322,6 +322,18 @@ def test_advise_mirrors_the_islands_of_a_defect_that_repeats_in_a_sibling_block(
     assert advice["fp32_weight_fraction"] == 0
     assert not any(island in ("denoiser.blocks.0", "denoiser.blocks.1") for run_ in advice["runs"]
                    for island in run_["islands"]), advice["runs"]
+
+
+def test_a_mask_the_fp32_run_writes_too_is_no_culprit(packages, tmp_path):
+    """masked-anchor under bf16: a cross-attention masks two padding tokens with -inf
+    before an anchored block. advise watches every module's output; the -inf it sees first
+    is the mask, which the FP32 run writes too, in a run whose frames stay finite. Before,
+    that masked_fill was the culprit and the search grew around it."""
+    advice = passing_advice(packages, tmp_path, "masked-anchor", "bf16")
+    assert "masked_fill" not in advice["culprit"], advice["culprit"]
+    assert advice["culprit"].startswith("denoiser.blocks.0"), advice["culprit"]
+    assert not any("masked_fill" in island for run_ in advice["runs"] for island in run_["islands"]), advice["runs"]
+    assert advice["fp32_weight_fraction"] == 0, advice["islands"]
 
 
 def test_advise_takes_a_sums_input_makers_once_then_its_module(packages, tmp_path):
@@ -698,6 +710,23 @@ def test_an_offset_a_norm_cancels_made_in_a_roots_own_forward_fails_within_its_b
     # Its first run after the cell's keeps the islands the rule proved.
     assert sorted(advice["runs"][1]["islands"]) == ["denoiser.norm", "denoiser:aten::add"], advice["runs"]
     assert all(r["status"] == "FAIL" for r in advice["runs"] if r["islands"] == ["denoiser.norm"]), advice["runs"]
+
+
+@pytest.mark.parametrize("policy", ["fp8e4m3-bf16", "fp8e5m2-bf16"])
+def test_an_offset_a_norm_cancels_fails_under_fp8_by_its_compute_part(packages, tmp_path, policy):
+    # root-drift under FP8: the whole error is mostly FP8 storage's, which the norm and the
+    # add kept in FP32 do not take away, and it stays within the FP8 profile. The compute
+    # part (the FP8 weights computed in BF16 against the same computed in FP32) is searched
+    # on its own: the norm and the add, kept in FP32 in both runs, take most of it away.
+    cell = one_cell(packages, tmp_path, "root-drift", policy, returncodes=(1,))
+    assert cell["status"] == "FAIL", cell
+    assert cell["reason"].startswith("error made in compute part: denoiser.norm, denoiser:aten::add ("), cell["reason"]
+    twin = one_cell(packages, tmp_path, "root-drift-twin", policy, returncodes=(0,))
+    assert twin["status"] == "PASS" and "error made in" not in twin["reason"], twin
+    # advise's cure is measured on the compute part too: the rule's islands pass and cure it.
+    advice = passing_advice(packages, tmp_path, "root-drift", policy)
+    assert sorted(advice["islands"]) == ["denoiser.norm", "denoiser:aten::add"], advice["runs"]
+    assert advice["runs"][1]["status"] == "PASS", advice["runs"]  # the rule's islands, cured
 
 
 @pytest.mark.parametrize("name,policy,islands,advised", [("root-tcast", "bf16", "denoiser:*", ["denoiser:*"]),
