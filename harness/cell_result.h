@@ -81,6 +81,9 @@ struct ErrorProducer {
   // (pipelines/module_shadow.h: "decoder.norm_out", "aten::group_norm"; the errors above
   // are the norm's); empty otherwise. Not stored: the note says it.
   std::string norm_module, norm_op;
+  // When that offset was carried to the norm by sums (a residual stream): the sums that
+  // carried it and every norm it reached, as (module, op). For the advisor; not stored.
+  std::vector<std::pair<std::string, std::string>> offset_stream;
   bool attempted() const { return found || !note.empty(); }
   // One line: "denoiser.blocks.1.ff.0 (aten::linear): isolated error 3.1e-02, 254x the
   // 1.2e-04 its precision predicts"; the note alone when not found.

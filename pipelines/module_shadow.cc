@@ -86,6 +86,14 @@ bool MakesUninitialised(const std::string& op) {
          op == "aten::empty_strided";
 }
 
+// Whether `op` is an elementwise sum that returns a new tensor (Maker::magnitude_origin).
+bool IsSum(const std::string& op) { return op == "aten::add" || op == "aten::sub"; }
+
+double RootMeanSquare(const at::Tensor& value) {
+  if (!value.defined() || value.numel() == 0 || !value.is_floating_point()) return 0;
+  return std::sqrt(value.detach().to(at::kDouble).square().mean().item<double>());
+}
+
 // A norm's input offset ratio (IsolatedError::input_offset): root mean square over
 // standard deviation, pooled over the rows the norm `op` normalises; 0 when undefined.
 double OffsetRatio(const std::string& op, const at::Tensor& value) {
@@ -164,6 +172,14 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (site.kind == GraphSite::Kind::kCopyingView && input_index == 0) {
     const Maker* maker = makers_.Find(value);
     copy_maker_ = maker != nullptr ? *maker : Maker{};
+  }
+  if (site.kind == GraphSite::Kind::kOp && IsSum(site.op) && steps_.count(step_) > 0 && Probed(value)) {
+    if (input_index == 0) sum_inputs_ = SumInputs{};
+    const double rms = RootMeanSquare(value);
+    if (rms > sum_inputs_.rms) {
+      const Maker* maker = makers_.Find(value);
+      sum_inputs_ = SumInputs{rms, maker != nullptr ? maker->magnitude_origin : OpSite{}};
+    }
   }
   if (site.kind == GraphSite::Kind::kModuleCall) {
     const at::Tensor entered = inner.Before(path, site, input_index, value);
@@ -286,7 +302,15 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
         const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
         predicted = std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff);
       }
-      makers_.Put(out, {OpSite{path, site.op}, predicted});
+      const OpSite made{path, site.op};
+      const bool carried =
+          IsSum(site.op) && !sum_inputs_.origin.empty() && sum_inputs_.rms >= 0.5 * RootMeanSquare(out);
+      makers_.Put(out, {made, predicted, carried ? sum_inputs_.origin : made});
+      if (carried && mode_ == Mode::kRecord) {
+        std::vector<OpSite>& sums = carriers_[SiteName(sum_inputs_.origin.module, sum_inputs_.origin.op)];
+        if (std::find(sums.begin(), sums.end(), made) == sums.end()) sums.push_back(made);
+      }
+      if (IsSum(site.op)) sum_inputs_ = SumInputs{};
     }
     if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.site.empty())
       makers_.Put(out, copy_maker_);
@@ -412,7 +436,8 @@ void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& sit
   if (offset <= input.offset) return;
   const Maker* maker = makers_.Find(value);
   const double rms = std::sqrt(value.detach().to(at::kDouble).square().mean().item<double>());
-  input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}, rms};
+  input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}, rms,
+                    maker != nullptr ? maker->magnitude_origin : OpSite{}};
 }
 
 void ModuleShadow::NoteChoice(const std::string& path, const GraphSite& site, int input_index,
@@ -467,6 +492,21 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     e.input_makers = sums.input_makers;
     e.carried_error = sums.carried_error;
     e.chose_differently = sums.chose_differently;
+    if (norm != reference_->norm_inputs_.end()) e.offset_origin = norm->second.origin;
+    const auto carriers =
+        e.input_offset >= kCancellingOffset && !e.offset_origin.empty()
+            ? reference_->carriers_.find(SiteName(e.offset_origin.module, e.offset_origin.op))
+            : reference_->carriers_.end();
+    if (carriers != reference_->carriers_.end()) {
+      e.offset_carriers = carriers->second;
+      for (const auto& [key, input] : reference_->norm_inputs_) {
+        const OpSite reader = SiteOfKey(key);
+        if (input.offset >= kCancellingOffset && input.origin == e.offset_origin &&
+            std::find(e.offset_readers.begin(), e.offset_readers.end(), reader) == e.offset_readers.end()) {
+          e.offset_readers.push_back(reader);
+        }
+      }
+    }
     e.input_maker = norm != reference_->norm_inputs_.end() ? norm->second.maker
                     : sums.input_makers.empty()            ? OpSite{}
                                                            : sums.input_makers.front();

@@ -86,6 +86,13 @@ struct IsolatedError {
   // op, in the run under the policy (empty when none).
   double input_offset = 0;
   OpSite input_maker;
+  // A norm site: the op that made its input's offset. From input_maker up the sums (add,
+  // sub) whose largest input carried their magnitude (a residual stream's adds carry a
+  // patch embedding's +1024 to every block's norms); input_maker itself when it made it.
+  OpSite offset_origin;
+  // When sums carried offset_origin's magnitude on (a residual stream): every such sum,
+  // and every norm site whose input took an offset from it (this one included).
+  std::vector<OpSite> offset_carriers, offset_readers;
   // Every op that made one of its inputs in the run under the policy, in the order first
   // seen (kCompare).
   std::vector<OpSite> input_makers;
@@ -226,6 +233,7 @@ class ModuleShadow : public GraphObserver {
     double offset = 0;
     OpSite maker;
     double rms = 0;  // of that input
+    OpSite origin;   // IsolatedError::offset_origin
   };
   std::string Key(const std::string& path, const std::string& op, char direction, int index);
   // kCompare: the first site, from `maker` up the chain of the FP32 ops that made its
@@ -272,7 +280,18 @@ class ModuleShadow : public GraphObserver {
   struct Maker {
     OpSite site;
     double predicted = 0;  // its PredictedError when made inputs are measured, else 0
+    // Where its output's magnitude was made: `site`, or for a sum whose largest input
+    // holds at least half its output's root mean square, that input's origin.
+    OpSite magnitude_origin;
   };
+  // A sum's inputs seen so far (Before), for its output's Maker::magnitude_origin (After).
+  struct SumInputs {
+    double rms = 0;  // the largest input's
+    OpSite origin;   // that input's magnitude origin
+  };
+  SumInputs sum_inputs_;
+  // kRecord: a magnitude origin's SiteName -> the sums that carried it, in order.
+  std::map<std::string, std::vector<OpSite>> carriers_;
   StorageMap<Maker> makers_;  // storage -> the op that last wrote it
   // kCompare: storage of a float32 copy an FP32 island was handed -> the dtype the run
   // held the value in outside it (bf16; float16 under FP16 emulation)

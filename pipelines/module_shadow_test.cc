@@ -365,6 +365,7 @@ def forward(self, x):
   EXPECT_GT(top.Excess(), 8);
   EXPECT_GT(top.input_offset, kCancellingOffset);
   EXPECT_EQ(top.input_maker, (OpSite{"m.drift", "aten::add"}));
+  EXPECT_EQ(top.offset_origin, top.input_maker);  // the scalar it adds is no tensor input
   int centred = 0;
   for (const IsolatedError& e : errors) {
     if (e.module != "m.centred" || e.op != "aten::layer_norm") continue;
@@ -373,6 +374,33 @@ def forward(self, x):
     EXPECT_EQ(e.input_maker, (OpSite{"m", "aten::sub"}));
   }
   EXPECT_EQ(centred, 1);
+}
+
+// A patch embedding's +1024 carried along a residual stream (`h + branch(h)`) to a norm:
+// the norm's input is made by the residual add, its offset by the patch, which the add
+// only carried (its larger input holds the sum's magnitude).
+TEST(ModuleShadowTest, ANormsOffsetCarriedBySumsIsMadeWhereItEnteredThem) {
+  jit::Module root("Stream");
+  root.register_module("patch", Leaf("Patch", "x * 2.0 + 1024.0"));
+  root.register_module("branch", Leaf("Branch", "torch.tanh(x - 1024.0) * 0.5"));
+  root.register_module("norm", Leaf("Norm", "torch.layer_norm(x, [16])"));
+  root.define(R"JIT(
+def forward(self, x):
+    h = self.patch.forward(x)
+    h = h + self.branch.forward(h)
+    return self.norm.forward(h)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  torch::manual_seed(0);
+  const at::Tensor x = torch::rand({2, 16}).to(at::kHalf).to(at::kFloat);
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
+  const auto norm = std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) {
+    return e.module == "m.norm" && e.op == "aten::layer_norm";
+  });
+  ASSERT_NE(norm, errors.end());
+  EXPECT_GT(norm->input_offset, kCancellingOffset);
+  EXPECT_EQ(norm->input_maker, (OpSite{"m", "aten::add"}));
+  EXPECT_EQ(norm->offset_origin, (OpSite{"m.patch", "aten::add"}));
 }
 
 // Records `root` on `x` in FP32, runs it fed that recording under the FP16 emulation (the

@@ -117,17 +117,26 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
     producer.note = text;
   }
   if (top.input_offset >= kCancellingOffset && !top.input_maker.empty()) {
-    // The norm returns the rounding of its input's offset: the maker of the offset made it.
-    char text[320];
+    // The norm returns the rounding of its input's offset: the maker of the offset made it
+    // (up the sums that carried it there: IsolatedError::offset_origin).
+    const bool carried = !top.offset_origin.empty() && !(top.offset_origin == top.input_maker);
+    const OpSite& made = carried ? top.offset_origin : top.input_maker;
+    std::string from = "this op";
+    if (carried)
+      from = top.input_maker.module + " (" + top.input_maker.op + "), carried by sums from this op,";
+    char text[640];
     std::snprintf(text, sizeof text,
-                  "that error is %s's (%s), whose input from this op has a mean %.0fx its spread: "
+                  "that error is %s's (%s), whose input from %s has a mean %.0fx its spread: "
                   "the norm cancels that offset and returns its rounding at full scale",
-                  top.module.c_str(), top.op.c_str(), top.input_offset);
+                  top.module.c_str(), top.op.c_str(), from.c_str(), top.input_offset);
     producer.norm_module = top.module;
     producer.norm_op = top.op;
-    producer.module = top.input_maker.module;
-    producer.op = top.input_maker.op;
+    producer.module = made.module;
+    producer.op = made.op;
     producer.note = text;
+    for (const std::vector<OpSite>* sites : {&top.offset_carriers, &top.offset_readers}) {
+      for (const OpSite& site : *sites) producer.offset_stream.emplace_back(site.module, site.op);
+    }
   }
   if (producer.norm_module.empty()) {
     // The norm's own error was measured on its exact input (an FP32 island): not the top.

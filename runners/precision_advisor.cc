@@ -373,8 +373,14 @@ Step Grow(const Islands& islands, const CellResult& failed, const CellResult* be
              !failed.producer.norm_module.empty() && !maker.module.empty() && !Covers(base, islands, maker)) {
     // The norm is in FP32 and still returns the offset its maker (the producer) rounded:
     // the maker joins, whether or not the run moved (a text stream's LayerNorm kept in FP32
-    // moved the cell a little; widening it took the whole denoiser).
+    // moved the cell a little; widening it took the whole denoiser). An offset carried to
+    // the norm by sums (a patch embedding's bias along a residual stream) is rounded at
+    // each: the sums that carried it and every norm it reached join too, as op islands.
     next.push_back(IslandFor(maker, weights));
+    for (const auto& [module, op] : failed.producer.offset_stream) {
+      const Culprit site{module, op};
+      if (!Covers(base, next, site)) next.push_back(OpIslandEntry(module, op));
+    }
   } else {
     // Covered and failing for the same cause: wider. An op that still makes a NaN/Inf in
     // FP32 may take a value that overflowed where an island's output re-entered the

@@ -357,6 +357,42 @@ class TextDriftDenoiser(nn.Module):
         return self.conv_out(tokens.reshape(b, f, hh, ww, ch).permute(0, 4, 1, 2, 3))
 
 
+class StreamBlock(nn.Module):
+    """A pre-norm transformer block on tokens: `h + mlp(norm(h))`, the residual stream
+    read only through its LayerNorm."""
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 8)
+
+    def forward(self, h):
+        return h + 0.5 * self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(h))))
+
+
+class StreamDriftDenoiser(nn.Module):
+    """A patch embedding whose bias adds 1024 to the residual stream of two pre-norm
+    blocks and a final norm (CogVideoX-like): BF16 rounds the stream at each residual
+    add, and every norm returns that rounding; the adds only carry the patch's offset."""
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv3d(4, 8, 1)
+        self.blocks = nn.ModuleList([StreamBlock(), StreamBlock()])
+        self.norm_out = nn.LayerNorm(8)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+        with torch.no_grad():
+            self.patch.bias.add_(1024.0)
+
+    def forward(self, x, t, cond):
+        h = self.patch(x)
+        b, ch, f, hh, ww = h.shape
+        tokens = h.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, ch)
+        for block in self.blocks:
+            tokens = block(tokens)
+        tokens = self.norm_out(tokens)
+        return self.conv_out(tokens.reshape(b, f, hh, ww, ch).permute(0, 4, 1, 2, 3))
+
+
 class AnchorBlock(nn.Module):
     """A temporal block that recentres its input on the clip mean through an anchor of
     4096, `mu + ((h + 4096) - (mu + 4096))`: BF16 rounds the frame differences away."""
@@ -942,6 +978,7 @@ PACKAGES = [
     (3, "text-drift", TextDriftDenoiser, {}),
     (3, "twin-anchor", TwinAnchorDenoiser, {}),
     (3, "masked-anchor", MaskedAnchorDenoiser, {}),
+    (3, "stream-drift", StreamDriftDenoiser, {}),
     (5, "named-tuple", NamedTupleDenoiser, {}),
     (5, "edge-logits", EdgeLogitsDenoiser, {}),
     (5, "root-gain-logits", RootGainLogitsDenoiser, {}),

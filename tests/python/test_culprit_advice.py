@@ -63,7 +63,8 @@ def packages(tmp_path_factory):
                  "bool-mask-attention", "fp8-range", "fp8-outlier", "blend-motion", "blend-twin", "tcast",
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
-                 "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor"):
+                 "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor",
+                 "stream-drift"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -322,6 +323,24 @@ def test_advise_mirrors_the_islands_of_a_defect_that_repeats_in_a_sibling_block(
     assert advice["fp32_weight_fraction"] == 0
     assert not any(island in ("denoiser.blocks.0", "denoiser.blocks.1") for run_ in advice["runs"]
                    for island in run_["islands"]), advice["runs"]
+
+
+@pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
+def test_an_offset_carried_along_a_residual_stream_is_named_where_it_is_made(packages, tmp_path, policy):
+    """stream-drift: a patch embedding's bias adds 1024 to a residual stream of two
+    pre-norm blocks. A norm's input is made by a residual add, which only carried the
+    offset: the producer is the patch, the note names the add. advise keeps the stream in
+    FP32 at once, the patch, the adds that carried it and every norm it reached; before,
+    it grew inside one block (12 runs, no advice)."""
+    cell = one_cell(packages, tmp_path, "stream-drift", policy, returncodes=(1,))
+    assert cell["status"] == "FAIL", cell
+    assert cell["producer"]["module"] == "denoiser.patch", cell["producer"]
+    assert "carried by sums from this op" in cell["producer"]["note"], cell["producer"]
+    advice = passing_advice(packages, tmp_path, "stream-drift", policy)
+    assert advice["islands"] == ["denoiser.blocks.0.norm:aten::layer_norm", "denoiser.blocks.0:aten::add",
+                                 "denoiser.blocks.1.norm:aten::layer_norm", "denoiser.blocks.1:aten::add",
+                                 "denoiser.norm_out:aten::layer_norm", "denoiser.patch"], advice["runs"]
+    assert advice["runs"][2]["status"] == "PASS", advice["runs"]
 
 
 def test_a_mask_the_fp32_run_writes_too_is_no_culprit(packages, tmp_path):
