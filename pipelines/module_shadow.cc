@@ -173,7 +173,9 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     const Maker* maker = makers_.Find(value);
     copy_maker_ = maker != nullptr ? *maker : Maker{};
   }
-  if (site.kind == GraphSite::Kind::kOp && IsSum(site.op) && steps_.count(step_) > 0 && Probed(value)) {
+  // Only the recorded FP32 run's magnitude origins are read (RecordNormInput, carriers_).
+  if (mode_ == Mode::kRecord && site.kind == GraphSite::Kind::kOp && IsSum(site.op) &&
+      steps_.count(step_) > 0 && Probed(value)) {
     if (input_index == 0) sum_inputs_ = SumInputs{};
     const double rms = RootMeanSquare(value);
     if (rms > sum_inputs_.rms) {
@@ -303,10 +305,10 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
         predicted = std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff);
       }
       const OpSite made{path, site.op};
-      const bool carried =
-          IsSum(site.op) && !sum_inputs_.origin.empty() && sum_inputs_.rms >= 0.5 * RootMeanSquare(out);
+      const bool carried = mode_ == Mode::kRecord && IsSum(site.op) && !sum_inputs_.origin.empty() &&
+                           sum_inputs_.rms >= 0.5 * RootMeanSquare(out);
       makers_.Put(out, {made, predicted, carried ? sum_inputs_.origin : made});
-      if (carried && mode_ == Mode::kRecord) {
+      if (carried) {
         std::vector<OpSite>& sums = carriers_[SiteName(sum_inputs_.origin.module, sum_inputs_.origin.op)];
         if (std::find(sums.begin(), sums.end(), made) == sums.end()) sums.push_back(made);
       }
@@ -435,8 +437,7 @@ void ModuleShadow::RecordNormInput(const std::string& path, const GraphSite& sit
   NormInput& input = norm_inputs_[SiteKey(path, site.op, /*upcoming=*/true)];
   if (offset <= input.offset) return;
   const Maker* maker = makers_.Find(value);
-  const double rms = std::sqrt(value.detach().to(at::kDouble).square().mean().item<double>());
-  input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}, rms,
+  input = NormInput{offset, maker != nullptr ? maker->site : OpSite{}, RootMeanSquare(value),
                     maker != nullptr ? maker->magnitude_origin : OpSite{}};
 }
 

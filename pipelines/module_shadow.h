@@ -280,8 +280,8 @@ class ModuleShadow : public GraphObserver {
   struct Maker {
     OpSite site;
     double predicted = 0;  // its PredictedError when made inputs are measured, else 0
-    // Where its output's magnitude was made: `site`, or for a sum whose largest input
-    // holds at least half its output's root mean square, that input's origin.
+    // Where its output's magnitude was made (kRecord): `site`, or for a sum whose largest
+    // input holds at least half its output's root mean square, that input's origin.
     OpSite magnitude_origin;
   };
   // A sum's inputs seen so far (Before), for its output's Maker::magnitude_origin (After).
