@@ -84,6 +84,9 @@ struct ErrorProducer {
   // When that offset was carried to the norm by sums (a residual stream): the sums that
   // carried it and every norm it reached, as (module, op). For the advisor; not stored.
   std::vector<std::pair<std::string, std::string>> offset_stream;
+  // The producer's largest FP32 weight when it is beyond what its FP8 storage holds (they
+  // saturate: a cause whatever its error); 0 otherwise. Not stored: the note says it.
+  double saturated_weight = 0;
   bool attempted() const { return found || !note.empty(); }
   // One line: "denoiser.blocks.1.ff.0 (aten::linear): isolated error 3.1e-02, 254x the
   // 1.2e-04 its precision predicts"; the note alone when not found.

@@ -517,23 +517,31 @@ double ShareOfBoundUsed(const ToleranceProfile& profile, const ComparisonMetrics
   return used;
 }
 
-// Whether a few small modules make the error of a cell its bound `profile` passes
-// (runners/cell_bound.h, kMadeInModulesErrorFactor): the finding for
-// VerdictInputs::made_in_modules, "" when they do not (or the cell is not searched); the
-// every-step search into `producer` and the islands into `kept_islands` when it is the
-// finding's. A cell using less than `band_share` of its bound is not searched. With
-// `reference` (a compute part's: the FP8 weights computed in FP32), `golden` and `metrics`
-// are the compute part's: the search predicts each op its compute dtype's rounding, and
-// the islands are kept in FP32 in the reference too, so that the run with them is compared
-// with the same weights computed in FP32 (the compute error left outside them); the error
-// is theirs at kMadeInComputePartErrorFactor.
+// Whether a few small modules make the error of a cell whose frames `judged.profile` passes
+// (its `metrics` against `golden`; runners/cell_bound.h, kMadeInModulesErrorFactor): the
+// finding for VerdictInputs::made_in_modules, "" when they do not (or the cell is not
+// searched); the every-step search into `producer` and the islands into `kept_islands`
+// when it is the finding's. A cell using less than `band_share` of its bound is not
+// searched. With a `reference` (a compute part's: the FP8 weights computed in FP32),
+// `golden` and `metrics` are the compute part's: the search predicts each op its compute dtype's rounding,
+// and the islands are kept in FP32 in the reference too, so that the run with them is compared with the same
+// weights computed in FP32 (the compute error left outside them); the error is theirs at
+// kMadeInComputePartErrorFactor.
+// What a made-in-modules search judges: frames against a golden by a profile.
+struct JudgedError {
+  const Golden& golden;
+  const ToleranceProfile& profile;
+  const ComparisonMetrics& metrics;
+  const DtypePolicy* reference = nullptr;  // a compute part's: the FP8 weights computed in FP32
+};
 StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, ModelCache* models,
-                                           const Golden& golden, const ToleranceProfile& profile,
-                                           const ComparisonMetrics& metrics, double band_share,
-                                           const DtypePolicy* reference,
+                                           const JudgedError& judged, double band_share,
                                            std::optional<ErrorProducer>& producer,
                                            std::vector<std::string>& kept_islands) {
-  if (spec.model_dir.empty() || ShareOfBoundUsed(profile, metrics) < band_share) return std::string();
+  const Golden& golden = judged.golden;
+  const ComparisonMetrics& metrics = judged.metrics;
+  const DtypePolicy* const reference = judged.reference;
+  if (spec.model_dir.empty() || ShareOfBoundUsed(judged.profile, metrics) < band_share) return std::string();
   std::vector<IsolatedError> causes;
   StatusOr<ErrorProducer> located =
       LocateErrorProducer(spec, steps, models, ProducerSearch::kEveryStep, &causes, reference);
@@ -857,16 +865,17 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     plain.expected_to_fail = false;
     if (DecideVerdict(plain).status == CellStatus::kPass) {
       const double band_share = options.made_in_at_any_share ? 0.0 : kMadeInModulesBandShare;
-      StatusOr<std::string> finding =
-          MadeInModulesFinding(spec, outcome->sampler.steps, models, *golden->golden, *in.tolerance,
-                               *in.metrics, band_share, nullptr, producer, result.made_in_islands);
+      StatusOr<std::string> finding = MadeInModulesFinding(spec, outcome->sampler.steps, models,
+                                                           {*golden->golden, *in.tolerance, *in.metrics},
+                                                           band_share, producer, result.made_in_islands);
       if (!finding.ok()) return finding.status();
       in.made_in_modules = *finding;
       if (in.made_in_modules.empty() && in.compute_metrics != nullptr) {
         // The whole error is FP8 storage's mostly: the compute part's is searched on its own.
-        finding = MadeInModulesFinding(spec, outcome->sampler.steps, models, *compute_golden,
-                                       *in.compute_tolerance, *in.compute_metrics, band_share,
-                                       &bound->compute_part->reference, producer, result.made_in_islands);
+        const JudgedError compute_part{*compute_golden, *in.compute_tolerance, *in.compute_metrics,
+                                       &bound->compute_part->reference};
+        finding = MadeInModulesFinding(spec, outcome->sampler.steps, models, compute_part, band_share,
+                                       producer, result.made_in_islands);
         if (!finding.ok()) return finding.status();
         if (!finding->empty()) {
           in.made_in_modules = "compute part: " + *finding;

@@ -18,17 +18,12 @@ std::set<int> ProducerProbeSteps(int steps) {
   return probed;
 }
 
-namespace {
-// How the note of a producer whose weights the policy's FP8 storage saturates starts.
-constexpr char kSaturatingWeightsNote[] = "its weights reach ";
-}  // namespace
-
 bool NamesACause(const ErrorProducer& producer) {
   if (!producer.found) return false;
   // Saturated weights are a cause whatever the op's error (IsolatedError::Excess).
   return !producer.norm_module.empty() || !(producer.predicted_error > 0) ||
          !(producer.isolated_error < kCauseExcess * producer.predicted_error) ||
-         producer.note.rfind(kSaturatingWeightsNote, 0) == 0;
+         producer.saturated_weight > 0;
 }
 
 bool RoundingAloneMadeTheError(const ErrorProducer& producer) {
@@ -101,10 +96,11 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
   producer.op = top.op;
   producer.isolated_error = top.error;
   producer.predicted_error = top.predicted;
+  producer.saturated_weight = top.saturated_weight;
   if (top.saturated_weight > 0) {  // only FP8 storage saturates
     char text[160];
-    std::snprintf(text, sizeof text, "%s%.3g, beyond %s's largest (%g): they saturate",
-                  kSaturatingWeightsNote, top.saturated_weight, WeightStorageName(spec.policy.storage),
+    std::snprintf(text, sizeof text, "its weights reach %.3g, beyond %s's largest (%g): they saturate",
+                  top.saturated_weight, WeightStorageName(spec.policy.storage),
                   Fp8MaxFinite(*Fp8FormatOf(spec.policy.storage)));
     producer.note = text;
   }
