@@ -294,10 +294,14 @@ void PlanFillConstant(const c10::FunctionSchema& schema, NodePlan& plan) {
 }
 
 // Plans a `before` on each tensor element of the lists (built by prim::ListConstruct)
-// the node consumes.
+// the node consumes; marks the site when another list has elements none can be planned on.
 void PlanListElements(NodePlan& plan) {
   for (jit::Value* input : plan.node->inputs()) {
-    if (!IsTensorList(input) || input->node()->kind() != c10::prim::ListConstruct) continue;
+    if (!IsTensorList(input)) continue;
+    if (input->node()->kind() != c10::prim::ListConstruct) {
+      plan.site.unhooked_list_input = true;
+      continue;
+    }
     jit::Node* list = input->node();
     for (size_t i = 0; i < list->inputs().size(); ++i) {
       if (IsTensor(list->input(i))) plan.feeder_inputs.push_back({list, i, kListElementInput});

@@ -111,6 +111,10 @@ struct GraphSite {
   // kOp only: the op writes its result into its input 0 and returns that tensor (aten::add_,
   // copy_, clamp_): an observer's After must return it unchanged (it may write into it).
   bool in_place = false;
+  // kOp only: a tensor list input not built by prim::ListConstruct in the graph (a list
+  // comprehension, `pads + [x]`): its elements have no `before`, so an observer cannot
+  // see or replace them.
+  bool unhooked_list_input = false;
   // kOp only: how the node's argument named "dtype" fixes its output dtype: absent or
   // None (kNone), a constant (kConstant: `dtype_constant`), chosen at run time among
   // values written in the model (kWritten: constants, module attributes such as

@@ -303,6 +303,8 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
         const auto fed = errors_.find(SiteKey(path, site.op, /*upcoming=*/true));
         const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
         predicted = std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff);
+        // Fed elements the shadow could not replace, its output carries their error.
+        if (site.unhooked_list_input) predicted = 0;
       }
       const OpSite made{path, site.op};
       const bool carried = mode_ == Mode::kRecord && IsSum(site.op) && !sum_inputs_.origin.empty() &&
@@ -339,8 +341,11 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
         path + " (" + site.op + ") " + (step_ < 0 ? "at the decode" : "at step " + std::to_string(step_));
   }
   if (!probed) return out;
+  // An op fed list elements the shadow could not replace (GraphSite::unhooked_list_input)
+  // returns the error they carry: not isolated, not measured.
   const auto recorded = reference_->tensors_.find(key);
-  if (recorded != reference_->tensors_.end() && recorded->second.sizes().equals(out.sizes())) {
+  if (recorded != reference_->tensors_.end() && recorded->second.sizes().equals(out.sizes()) &&
+      !site.unhooked_list_input) {
     Compare(path, site, recorded->second, out);
   }
   return out;

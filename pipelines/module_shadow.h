@@ -24,7 +24,9 @@
 // are replaced by their FP32 value in the policy's dtype: the same value, except that
 // their FP8 rounding is not seen.
 // Ops that write in place or return views have no hook (graph_instrumentation.h): their
-// error shows in the next observed op that consumes them.
+// error shows in the next observed op that consumes them. An op fed a tensor list the
+// graph builds otherwise than by prim::ListConstruct (`torch.cat(pads + [x])`) cannot be
+// fed the recorded elements: it is not measured, and what it hands on is not checked.
 //
 // Each site (the k-th call of an op at a module path in a forward: the two adds of one
 // module's forward are two sites, the same add at every probed step one) gets its

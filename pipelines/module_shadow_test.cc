@@ -110,6 +110,37 @@ TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
   }
 }
 
+// A causal conv's padding, `torch.cat(pads + [x])`, takes a list the graph builds by
+// list ops, not prim::ListConstruct: its elements have no hook and come in as the policy
+// run made them, carrying the cancellation's error. That is not the cat's: not measured.
+TEST(ModuleShadowTest, AnOpFedAListItsElementsCannotBeReplacedInIsNotMeasured) {
+  jit::Module root("Causal");
+  root.register_module("second", Leaf("Second", "(x + 1000.0) - 1000.0"));
+  jit::Module pad("Pad");
+  pad.define(R"JIT(
+def forward(self, x):
+    first = x[:, :1]
+    pads = [first for _ in range(2)]
+    return torch.cat(pads + [x], dim=1) * 2.0
+)JIT");
+  root.register_module("pad", pad);
+  root.define(R"JIT(
+def forward(self, x):
+    return self.pad.forward(self.second.forward(x))
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = (torch::rand({2, 4}) + 0.5).to(at::kHalf).to(at::kFloat);
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors.front().module, "m.second");
+  EXPECT_EQ(errors.front().op, "aten::sub");
+  for (const IsolatedError& e : errors) EXPECT_NE(e.op, "aten::cat") << e.module << " " << e.Excess();
+  // The product after it is fed the recorded cat output: it carries nothing.
+  for (const IsolatedError& e : errors) {
+    if (e.op == "aten::mul") EXPECT_LT(e.Excess(), 4);
+  }
+}
+
 // Two subtractions in one forward are two sites: the one that cancels (h + 1000) - 1000
 // is not averaged with one whose output is a thousand times larger, which would hide it.
 TEST(ModuleShadowTest, TwoCallsOfOneOpInAModuleAreTwoSites) {
