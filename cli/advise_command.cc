@@ -26,6 +26,7 @@ struct AdviseCliOptions {
   std::string json_path;
   std::string db;
   int max_runs = 12;
+  int verify_seeds = 2;
   double max_share_percent = 50;
   int threads = 0;
 };
@@ -80,14 +81,16 @@ int RunAdvise(const AdviseCliOptions& o) {
   AdviseOptions options;
   options.run.golden_dir = o.golden_dir;
   options.max_runs = o.max_runs;
+  options.verify_seeds = o.verify_seeds;
   options.max_weight_share = o.max_share_percent / 100.0;
   options.work_dir = work.path();
   text << "advise " << cell.Label() << " (at most " << o.max_runs << " runs)\n";
   options.on_run = [&text, n = 0](const AdviceRun& run) mutable {
     char head[32];
     std::snprintf(head, sizeof head, "run %2d  ", ++n);
-    text << head << StatusName(run.status) << "  islands: " << IslandList(run.islands)
-         << (run.reason.empty() ? "" : "  (" + run.reason + ")") << std::endl;
+    text << head << StatusName(run.status) << (run.seed ? " at seed " + std::to_string(*run.seed) : "")
+         << "  islands: " << IslandList(run.islands) << (run.reason.empty() ? "" : "  (" + run.reason + ")")
+         << std::endl;
   };
   CellResult observed;
   StatusOr<Advice> advice = AdvisePrecision(cell, options, &observed);
@@ -102,6 +105,7 @@ int RunAdvise(const AdviseCliOptions& o) {
   } else if (a.found()) {
     text << "FP32 islands: " << IslandList(a.islands) << "\n"
          << "weights kept in FP32: " << PercentText(a.fp32_weight_fraction) << " of the model's\n"
+         << (a.note.empty() ? "" : a.note + "\n")
          << "the policy (add it to a matrix file, or pass the file with --policy-file):\n\n"
          << a.policy_toml << "\n";
   } else if (!a.note.empty()) {
@@ -139,6 +143,11 @@ Command AddAdviseCommand(CLI::App& parent) {
   AddOutputFileOption(app, "--json", &o->json_path, "Write the advice as JSON");
   app->add_option("--max-runs", o->max_runs, "Runs of the cell in all, the first included")
       ->check(CLI::Range(2, 1000))
+      ->capture_default_str();
+  app->add_option("--verify-seeds", o->verify_seeds,
+                  "Also run the islands at up to N other seeds (0-7) whose goldens the golden folder "
+                  "holds; islands that fail there grow from that run (0: the cell's seed only)")
+      ->check(CLI::Range(0, 7))
       ->capture_default_str();
   app->add_option("--max-share", o->max_share_percent,
                   "The largest share of the weights (percent) the islands may keep in FP32")

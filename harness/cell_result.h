@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/cell.h"
@@ -111,9 +112,14 @@ struct ModuleProbe {
 // The precision advisor's answer for a failing cell (`framegate advise`, docs/diagnose.md):
 // the modules to keep in FP32 so that the cell passes, proven by a run.
 struct AdviceRun {
+  AdviceRun() = default;
+  AdviceRun(std::vector<std::string> islands, CellStatus status, std::string reason)
+      : islands(std::move(islands)), status(status), reason(std::move(reason)) {}
   std::vector<std::string> islands;  // module paths kept in FP32 in this run
   CellStatus status = CellStatus::kUnresolved;
   std::string reason;
+  // A run at another seed than the cell's (verifying the islands there); unset at the cell's.
+  std::optional<uint64_t> seed;
 };
 struct Advice {
   CellStatus status_before = CellStatus::kUnresolved;

@@ -135,7 +135,9 @@ json MetricsToJson(const ComparisonMetrics& m) {
 json AdviceToJson(const Advice& a) {
   json runs = json::array();
   for (const AdviceRun& run : a.runs) {
-    runs.push_back({{"islands", run.islands}, {"status", StatusName(run.status)}, {"reason", run.reason}});
+    json entry = {{"islands", run.islands}, {"status", StatusName(run.status)}, {"reason", run.reason}};
+    if (run.seed) entry["seed"] = *run.seed;
+    runs.push_back(std::move(entry));
   }
   return {{"status_before", StatusName(a.status_before)},
           {"status_after", StatusName(a.status_after)},
@@ -164,6 +166,7 @@ Advice AdviceFromJson(const json& j) {
   for (const json& run : j.at("runs")) {
     a.runs.push_back({run.at("islands").get<std::vector<std::string>>(), StatusFromJson(run.at("status")),
                       run.at("reason").get<std::string>()});
+    if (run.contains("seed")) a.runs.back().seed = run.at("seed").get<uint64_t>();
   }
   return a;
 }

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 
+#include "golden/golden_store.h"
 #include "harness/printf.h"
 #include "pipelines/dtype_policy.h"
 #include "pipelines/op_islands.h"
@@ -170,8 +174,10 @@ Islands Normalized(const DtypePolicy& base, Islands islands) {
 
 class Search {
  public:
-  Search(const ResolvedCell& cell, const AdviseOptions& options)
-      : cell_(cell), base_(cell.spec.policy), options_(options) {}
+  // `other_seed`: the cell is another seed's than the advised one (verifying the islands
+  // there), which each recorded run says (AdviceRun::seed).
+  Search(const ResolvedCell& cell, const AdviseOptions& options, bool other_seed = false)
+      : cell_(cell), base_(cell.spec.policy), options_(options), other_seed_(other_seed) {}
 
   // A cell FAILed because a few small modules make its error (CellResult::made_in_islands)
   // passes as soon as nothing is searched that way, cured or not: from then on a run
@@ -197,6 +203,7 @@ class Search {
     headroom_ =
         base_.emulate_fp16 && !cell_.spec.model_dir.empty() && observed.status == CellStatus::kNonfinite;
   }
+  bool requires_headroom() const { return headroom_; }
   // The islands whose run passed but overflowed with less range, when no set has passed
   // with it yet (the last such); empty otherwise.
   const Islands& passed_without_headroom() const { return passed_without_headroom_; }
@@ -260,6 +267,7 @@ class Search {
     } else {
       advice->runs.push_back({islands, r.status, r.reason});
     }
+    if (other_seed_) advice->runs.back().seed = cell_.cell.seed;
     if (options_.on_run) options_.on_run(advice->runs.back());
   }
 
@@ -276,8 +284,10 @@ class Search {
   }
 
   bool BudgetLeft(const Advice& advice) const {
-    return static_cast<int>(advice.runs.size()) < options_.max_runs;
+    return static_cast<int>(advice.runs.size()) < options_.max_runs + more_runs_;
   }
+  // Runs beyond max_runs: for the seeds the islands are verified at.
+  void AllowMoreRuns(int runs) { more_runs_ = runs; }
 
  private:
   const ResolvedCell& cell_;
@@ -287,6 +297,8 @@ class Search {
   bool cure_of_compute_part_ = false;  // RequireTheCureOf: of the compute part's error
   bool headroom_ = false;              // RequireHeadroomFor
   Islands passed_without_headroom_;
+  const bool other_seed_;
+  int more_runs_ = 0;  // AllowMoreRuns
 };
 
 // What the growing search decided after a failed run.
@@ -472,6 +484,98 @@ StatusOr<Islands> Shrink(Islands islands, Search& search, Advice* advice) {
   return islands;
 }
 
+// The other seeds of 0..kAdviceSeedRange-1 whose goldens the golden folder holds, at
+// most AdviseOptions::verify_seeds, each as `cell` at that seed.
+StatusOr<std::vector<ResolvedCell>> OtherSeedsToVerify(const Cell& cell, const AdviseOptions& options) {
+  std::vector<ResolvedCell> out;
+  const GoldenStore store(options.run.golden_dir);
+  for (uint64_t seed = 0; seed < kAdviceSeedRange && static_cast<int>(out.size()) < options.verify_seeds;
+       ++seed) {
+    if (seed == cell.seed) continue;
+    Cell other = cell;
+    other.seed = seed;
+    StatusOr<ResolvedCell> resolved = ResolveCell(other);
+    if (!resolved.ok()) return resolved.status();
+    std::error_code missing;
+    if (std::filesystem::exists(store.PathFor(resolved->golden), missing))
+      out.push_back(std::move(*resolved));
+  }
+  return out;
+}
+
+// "at seed 1: FAIL (min_psnr 23.2 < 26.8)": where a run of the islands failed.
+std::string FailedAt(uint64_t seed, const CellResult& r) {
+  return "at seed " + std::to_string(seed) + ": " + StatusName(r.status) +
+         (r.reason.empty() ? "" : " (" + r.reason + ")");
+}
+
+// Whether `islands`, which passed at the cell's seed (`search`), pass at each of `seeds`.
+// A seed that fails grows them from its run (Grow) while the budget lasts, from the
+// search's `last` culprit and candidate `queue` when its run names none (logit ops kept in
+// FP32 from q and k rounded before them make no isolated error of their own); a grown set
+// is run again at the cell's seed and at the seeds that passed before it. `islands` is the
+// last set run. When they do not hold, `why` says so for the advice's note: "do not hold
+// at seed 1: FAIL (...)", "were not run at seed 2: no runs left (--max-runs)".
+StatusOr<bool> HoldsAtOtherSeeds(const std::vector<ResolvedCell>& seeds, Search& search,
+                                 const CellResult& observed, const DtypePolicy& base,
+                                 const std::vector<WeightSize>& weights, const AdviseOptions& options,
+                                 const Culprit& last, const Islands& queue, Islands* islands, Advice* advice,
+                                 std::string* why) {
+  // One passing run per seed, two with headroom (the run with less range).
+  const int more_runs = static_cast<int>(seeds.size()) * (search.requires_headroom() ? 2 : 1);
+  search.AllowMoreRuns(more_runs);
+  std::vector<std::unique_ptr<Search>> at;  // one per seed, each verifying `islands` there
+  for (const ResolvedCell& cell : seeds) {
+    at.push_back(std::make_unique<Search>(cell, options, /*other_seed=*/true));
+    at.back()->RequireHeadroomFor(observed);
+    at.back()->AllowMoreRuns(more_runs);
+  }
+  std::vector<std::pair<Search*, uint64_t>> passed = {{&search, observed.cell.seed}};
+  bool as_given = true;       // no growth yet
+  std::string first_failure;  // of the islands as given
+  // Whether they hold; `why` says why not, of the given islands first.
+  const auto fails = [&](std::string what) {
+    *why = as_given ? what : "do not hold " + first_failure + "; grown from there, they " + what;
+    return false;
+  };
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    Search& verify = *at[i];
+    const uint64_t seed = seeds[i].cell.seed;
+    Culprit culprit = last;
+    Islands candidates = queue;
+    std::optional<CellResult> before;
+    bool grew = false;
+    for (;;) {
+      if (!verify.BudgetLeft(*advice))
+        return fails("were not run at seed " + std::to_string(seed) + ": no runs left (--max-runs)");
+      StatusOr<CellResult> r = verify.Try(*islands, advice);
+      if (!r.ok()) return r.status();
+      if (verify.Passes(*r)) break;
+      if (first_failure.empty() && as_given) first_failure = FailedAt(seed, *r);
+      if (!Advisable(*r)) return fails("do not hold " + FailedAt(seed, *r));
+      const Step step = Grow(*islands, *r, before ? &*before : nullptr, base, weights,
+                             options.max_weight_share, &candidates, &culprit);
+      if (step.next.empty()) return fails("do not hold " + FailedAt(seed, *r) + ", and " + step.stop);
+      *islands = step.next;
+      before = *r;
+      grew = true;
+      as_given = false;
+    }
+    // Grown islands are run again where the smaller set passed.
+    for (size_t j = 0; grew && j < passed.size(); ++j) {
+      auto [earlier, earlier_seed] = passed[j];
+      if (!earlier->BudgetLeft(*advice))
+        return fails("were not run again at seed " + std::to_string(earlier_seed) +
+                     ": no runs left (--max-runs)");
+      StatusOr<CellResult> r = earlier->Try(*islands, advice);
+      if (!r.ok()) return r.status();
+      if (!earlier->Passes(*r)) return fails("do not hold " + FailedAt(earlier_seed, *r));
+    }
+    passed.emplace_back(&verify, seed);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string ParentModule(const std::string& path) {
@@ -589,7 +693,16 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   }
   StatusOr<Islands> islands = Shrink(step.next, search, &advice);
   if (!islands.ok()) return islands.status();
-  Advise(base, *islands, *weights, &advice);
+  StatusOr<std::vector<ResolvedCell>> seeds = OtherSeedsToVerify(cell, options);
+  if (!seeds.ok()) return seeds.status();
+  Islands held = *islands;
+  std::string why;
+  StatusOr<bool> holds = HoldsAtOtherSeeds(*seeds, search, *observed, base, *weights, options, last, queue,
+                                           &held, &advice, &why);
+  if (!holds.ok()) return holds.status();
+  // Islands that pass at the cell's seed only are still its cure: said so.
+  Advise(base, *holds ? held : *islands, *weights, &advice);
+  if (!*holds) advice.note = "the islands pass at seed " + std::to_string(cell.seed) + " but " + why;
   return advice;
 }
 

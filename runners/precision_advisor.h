@@ -23,7 +23,13 @@
 //      FP32, or would be the whole model: the Advice says no island was found (after one
 //      run with the whole model in FP32, which tells a precision problem from another);
 //   4. shrink: drop each island whose removal still passes (a set already run is not
-//      run again).
+//      run again);
+//   5. verify at other seeds (AdviseOptions::verify_seeds): another seed's inputs may need
+//      more (attention logits one-hot at one seed, near a tie at another). A seed that
+//      fails grows the islands from its run as in 2, and the grown set is run again at
+//      the cell's seed and at the seeds that passed before. When no set holds at every
+//      seed, the islands that passed at the cell's seed are the advice, and the note says
+//      where they fail.
 // An FP16 overflow (a package's NONFINITE cell under the FP16 emulation) passes only with
 // headroom: a passing set is run once more with FP16's range kAdviceFp16HeadroomBits
 // smaller, and an overflow there is a failure to grow from. When no set passes that way
@@ -48,6 +54,10 @@ constexpr int kAdviceFp16HeadroomBits = 2;
 struct AdviseOptions {
   CellRunOptions run;  // golden_dir, threads of the judged runs
   int max_runs = 12;   // runs of the cell in all, the first observed one included
+  // Other seeds (of 0-7, kAdviceSeedRange) the passing islands are run at, at most this
+  // many, those whose goldens golden_dir holds: each gets a run beyond max_runs; islands
+  // that fail one grow from that run within max_runs (AdvisePrecision).
+  int verify_seeds = 2;
   // The largest share of the model's weights the islands may keep in FP32.
   double max_weight_share = 0.5;
   std::string work_dir;  // where the candidate policy file is written (must exist)
@@ -62,6 +72,9 @@ struct AdviseOptions {
 // recording the cell does not run it again.
 StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
                                  CellResult* observed_result = nullptr);
+
+// The seeds 0..kAdviceSeedRange-1 are those AdviseOptions::verify_seeds looks for goldens of.
+constexpr uint64_t kAdviceSeedRange = 8;
 
 // The parent module path ("a.b.c" -> "a.b"; "a" -> "*"; "*" -> "").
 std::string ParentModule(const std::string& path);

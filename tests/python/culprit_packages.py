@@ -143,6 +143,13 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  FP16 round the sum, the norm returns that rounding at full scale; the
                  frames stay within the bf16 and fp16-emulated profiles.
   root-drift-twin healthy: the same branch without the offset.
+  key-bias-logits the second block's cross-attention to the text tokens has keys with a
+                 bias of 300 and queries of about 30: the logits (~1e5 before the scale)
+                 overflow FP16, and the softmax cancels q.b_k, the same for every key. The
+                 logit ops kept in FP32 (0% of the weights) take q and k rounded to FP16,
+                 which moves the logits by several units: at seed 0 the softmax stays
+                 peaked and they pass, at seeds 1-3 it flips and they FAIL; the attention
+                 module (its projections in FP32) passes at every seed.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -950,6 +957,57 @@ class RootBlendDecoder(Decoder):
         return torch.tanh(self.conv(up))
 
 
+class KeyBiasAttention(nn.Module):
+    """Cross-attention of video tokens (16 channels) to the 8-dim text tokens, the q and k
+    weights scaled by q_gain and k_gain, their biases set to q_bias and k_bias."""
+    def __init__(self, k_bias=0.0, q_bias=0.0, q_gain=4.0, k_gain=4.0):
+        super().__init__()
+        self.to_q = nn.Linear(16, 16)
+        self.to_k = nn.Linear(8, 16)
+        self.to_v = nn.Linear(8, 16)
+        self.proj = nn.Linear(16, 16)
+        with torch.no_grad():
+            self.to_q.weight.mul_(q_gain)
+            self.to_k.weight.mul_(k_gain)
+            self.to_k.bias.fill_(k_bias)
+            self.to_q.bias.fill_(q_bias)
+        self.scale = 16 ** -0.5
+
+    def forward(self, h, cond):
+        b, c, f, hh, ww = h.shape
+        tokens = h.permute(0, 2, 3, 4, 1).reshape(b, f * hh * ww, c)
+        logits = torch.matmul(self.to_q(tokens), self.to_k(cond).transpose(1, 2)) * self.scale
+        out = self.proj(torch.matmul(torch.softmax(logits, -1), self.to_v(cond)))
+        return out.reshape(b, f, hh, ww, c).permute(0, 4, 1, 2, 3)
+
+
+class KeyBiasBlock(nn.Module):
+    def __init__(self, attention):
+        super().__init__()
+        self.norm = nn.GroupNorm(2, 16)
+        self.attn = attention
+        self.ff = nn.Sequential(nn.Conv3d(16, 32, 1), nn.GELU(), nn.Conv3d(32, 16, 1))
+
+    def forward(self, h, cond):
+        h = h + self.attn(self.norm(h), cond)
+        return h + self.ff(h)
+
+
+class KeyBiasDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 16, 1)
+        self.blocks = nn.ModuleList([KeyBiasBlock(KeyBiasAttention()),
+                                     KeyBiasBlock(KeyBiasAttention(300.0, 30.0, 4.0, 0.5))])
+        self.conv_out = nn.Conv3d(16, 4, 1)
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        for block in self.blocks:
+            h = block(h, cond)
+        return self.conv_out(h)
+
+
 def write(out_dir, name, denoiser, traced=False, frozen=False, decoder_class=None):
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
@@ -1024,6 +1082,7 @@ PACKAGES = [
     (3, "root-pos", lambda: RootPositionDenoiser(True), {}),
     (3, "root-pos-twin", lambda: RootPositionDenoiser(False), {}),
     (3, "root-blend", lambda: TableDenoiser(plain=False), dict(decoder_class=RootBlendDecoder)),
+    (3, "key-bias-logits", KeyBiasDenoiser, {}),
     (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
 

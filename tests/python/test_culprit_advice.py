@@ -328,6 +328,39 @@ def test_advise_mirrors_the_islands_of_a_defect_that_repeats_in_a_sibling_block(
                    for island in run_["islands"]), advice["runs"]
 
 
+def test_advise_runs_its_islands_at_other_seeds_and_grows_where_they_fail(packages, tmp_path):
+    """key-bias-logits under fp16-emulated at seed 0: the logit ops in FP32 pass there, but
+    q and k rounded to FP16 flip the softmax at seed 1. With goldens at seeds 1 and 2 the
+    islands are run there too: they FAIL at seed 1, the search grows from that run to the
+    attention module, which passes at seeds 1, 0 and 2. With --verify-seeds 0, the logit
+    ops alone, the advice before."""
+    package, golden_dir = packages / "key-bias-logits", tmp_path / "goldens"
+    for seed in (0, 1, 2):
+        r = run("golden", "make", "--model", package, "--seed", seed, "--golden-dir", golden_dir)
+        assert r.returncode == 0, r.stderr
+    advices = {}
+    for verify in (0, 2):
+        out = tmp_path / f"advice-{verify}.json"
+        r = run("advise", "--model", package, "--policy", "fp16-emulated", "--golden-dir", golden_dir,
+                "--verify-seeds", verify, "--json", out)
+        assert r.returncode == 0, r.stdout + r.stderr
+        advices[verify] = json.loads(out.read_text())
+    logit_ops = ["denoiser.blocks.1.attn:aten::matmul", "denoiser.blocks.1.attn:aten::mul",
+                 "denoiser.blocks.1.attn:aten::softmax"]
+    assert advices[0]["islands"] == logit_ops, advices[0]["runs"]
+    assert all("seed" not in run_ for run_ in advices[0]["runs"])
+    advice = advices[2]
+    assert advice["islands"] == ["denoiser.blocks.1.attn"], advice["runs"]
+    assert advice["note"] == ""
+    at_seeds = [(run_.get("seed"), run_["islands"], run_["status"]) for run_ in advice["runs"] if "seed" in run_]
+    assert at_seeds[0] == (1, logit_ops, "FAIL"), advice["runs"]
+    assert (1, ["denoiser.blocks.1.attn"], "PASS") in at_seeds and (2, ["denoiser.blocks.1.attn"], "PASS") in at_seeds
+    # The grown set is run again at the cell's own seed.
+    assert any("seed" not in run_ and run_["islands"] == ["denoiser.blocks.1.attn"] and run_["status"] == "PASS"
+               for run_ in advice["runs"]), advice["runs"]
+    assert "PASS at seed 2  islands: denoiser.blocks.1.attn" in r.stdout
+
+
 @pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
 def test_an_offset_carried_along_a_residual_stream_is_named_where_it_is_made(packages, tmp_path, policy):
     """stream-drift: a patch embedding's bias adds 1024 to a residual stream of two
