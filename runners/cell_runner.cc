@@ -211,6 +211,13 @@ StatusOr<ResolvedCell> ResolveCell(const Cell& cell) {
   return ResolvedCell{cell, *spec, *tolerance, *golden};
 }
 
+ResolvedCell AtSeed(ResolvedCell resolved, uint64_t seed) {
+  resolved.cell.seed = seed;
+  resolved.spec.seed = seed;
+  resolved.golden.seed = seed;
+  return resolved;
+}
+
 namespace {
 
 // The judged bound's view of replayed frames: the first bound they break, their worst

@@ -37,6 +37,9 @@ struct ResolvedCell {
 // InvalidInput naming the bad value (an unknown policy, size, fault, sampler, tolerance
 // profile), or the package's error for a broken model package.
 StatusOr<ResolvedCell> ResolveCell(const Cell& cell);
+// `resolved` at another seed: only the seed of the cell, its spec and its golden key
+// change (the package is not read or hashed again).
+ResolvedCell AtSeed(ResolvedCell resolved, uint64_t seed);
 
 // What RunPipeline runs for `cell` (names resolved by ResolveCellNames; the sampler's
 // defaults from the size or the package's model.toml).

@@ -486,19 +486,15 @@ StatusOr<Islands> Shrink(Islands islands, Search& search, Advice* advice) {
 
 // The other seeds of 0..kAdviceSeedRange-1 whose goldens the golden folder holds, at
 // most AdviseOptions::verify_seeds, each as `cell` at that seed.
-StatusOr<std::vector<ResolvedCell>> OtherSeedsToVerify(const Cell& cell, const AdviseOptions& options) {
+std::vector<ResolvedCell> OtherSeedsToVerify(const ResolvedCell& cell, const AdviseOptions& options) {
   std::vector<ResolvedCell> out;
   const GoldenStore store(options.run.golden_dir);
   for (uint64_t seed = 0; seed < kAdviceSeedRange && static_cast<int>(out.size()) < options.verify_seeds;
        ++seed) {
-    if (seed == cell.seed) continue;
-    Cell other = cell;
-    other.seed = seed;
-    StatusOr<ResolvedCell> resolved = ResolveCell(other);
-    if (!resolved.ok()) return resolved.status();
+    if (seed == cell.cell.seed) continue;
+    ResolvedCell other = AtSeed(cell, seed);
     std::error_code missing;
-    if (std::filesystem::exists(store.PathFor(resolved->golden), missing))
-      out.push_back(std::move(*resolved));
+    if (std::filesystem::exists(store.PathFor(other.golden), missing)) out.push_back(std::move(other));
   }
   return out;
 }
@@ -531,11 +527,10 @@ StatusOr<bool> HoldsAtOtherSeeds(const std::vector<ResolvedCell>& seeds, Search&
     at.back()->AllowMoreRuns(more_runs);
   }
   std::vector<std::pair<Search*, uint64_t>> passed = {{&search, observed.cell.seed}};
-  bool as_given = true;       // no growth yet
-  std::string first_failure;  // of the islands as given
+  std::string first_failure;  // of the islands as given, once they have grown from it
   // Whether they hold; `why` says why not, of the given islands first.
   const auto fails = [&](std::string what) {
-    *why = as_given ? what : "do not hold " + first_failure + "; grown from there, they " + what;
+    *why = first_failure.empty() ? what : "do not hold " + first_failure + "; grown from there, they " + what;
     return false;
   };
   for (size_t i = 0; i < seeds.size(); ++i) {
@@ -551,15 +546,14 @@ StatusOr<bool> HoldsAtOtherSeeds(const std::vector<ResolvedCell>& seeds, Search&
       StatusOr<CellResult> r = verify.Try(*islands, advice);
       if (!r.ok()) return r.status();
       if (verify.Passes(*r)) break;
-      if (first_failure.empty() && as_given) first_failure = FailedAt(seed, *r);
       if (!Advisable(*r)) return fails("do not hold " + FailedAt(seed, *r));
       const Step step = Grow(*islands, *r, before ? &*before : nullptr, base, weights,
                              options.max_weight_share, &candidates, &culprit);
       if (step.next.empty()) return fails("do not hold " + FailedAt(seed, *r) + ", and " + step.stop);
+      if (first_failure.empty()) first_failure = FailedAt(seed, *r);
       *islands = step.next;
       before = *r;
       grew = true;
-      as_given = false;
     }
     // Grown islands are run again where the smaller set passed.
     for (size_t j = 0; grew && j < passed.size(); ++j) {
@@ -693,12 +687,11 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   }
   StatusOr<Islands> islands = Shrink(step.next, search, &advice);
   if (!islands.ok()) return islands.status();
-  StatusOr<std::vector<ResolvedCell>> seeds = OtherSeedsToVerify(cell, options);
-  if (!seeds.ok()) return seeds.status();
+  const std::vector<ResolvedCell> seeds = OtherSeedsToVerify(*resolved, options);
   Islands held = *islands;
   std::string why;
-  StatusOr<bool> holds = HoldsAtOtherSeeds(*seeds, search, *observed, base, *weights, options, last, queue,
-                                           &held, &advice, &why);
+  StatusOr<bool> holds =
+      HoldsAtOtherSeeds(seeds, search, *observed, base, *weights, options, last, queue, &held, &advice, &why);
   if (!holds.ok()) return holds.status();
   // Islands that pass at the cell's seed only are still its cure: said so.
   Advise(base, *holds ? held : *islands, *weights, &advice);
