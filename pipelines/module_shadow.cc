@@ -111,7 +111,44 @@ double OffsetRatio(const std::string& op, const at::Tensor& value) {
 // F.group_norm as an argument, so the graph does not show it is a module's attribute.
 int StoredWeightInput(const std::string& op) { return op == "aten::embedding" ? 0 : NormWeightInput(op); }
 
+bool IsSoftmax(const std::string& op) { return op == "aten::softmax" || op == "aten::_softmax"; }
+
+// SoftmaxAmplification's sums over one call's logits `value` (softmax over the last
+// dimension; -inf entries, masked keys, take no part).
+ModuleShadow::LogitSums LogitSumsOf(const at::Tensor& value) {
+  ModuleShadow::LogitSums sums;
+  if (value.dim() < 1 || value.numel() == 0 || value.size(-1) < 2) return sums;
+  const at::Tensor s = value.detach().to(at::kDouble).reshape({-1, value.size(-1)});
+  const at::Tensor finite = at::isfinite(s);
+  const at::Tensor zeros = at::zeros_like(s);
+  const at::Tensor p = at::where(finite, at::softmax(s, 1), zeros);
+  const at::Tensor logits = at::where(finite, s, zeros);
+  const at::Tensor weights = p.square();
+  const at::Tensor row_weight = weights.sum(1);
+  const at::Tensor squares = weights * logits.square();
+  const at::Tensor mean = logits.sum(1, /*keepdim=*/true) / finite.sum(1, /*keepdim=*/true).clamp_min(1);
+  sums.amplified = ((squares * (1 - 2 * p)).sum(1) + row_weight * squares.sum(1)).sum().item<double>();
+  sums.weights = row_weight.sum().item<double>();
+  sums.squares = logits.square().sum().item<double>();
+  sums.deviations = at::where(finite, (logits - mean).square(), zeros).sum().item<double>();
+  return sums;
+}
+
+double AmplificationOf(const ModuleShadow::LogitSums& sums) {
+  if (!(sums.weights > 0) || !(sums.deviations > 0) || !std::isfinite(sums.amplified)) return 0;
+  if (std::sqrt(sums.squares / sums.deviations) >= kCancellingOffset) return 0;  // an offset it cancels
+  return std::sqrt(std::max(0.0, sums.amplified / sums.weights));
+}
+
 }  // namespace
+
+double SoftmaxAmplification(const at::Tensor& logits) { return AmplificationOf(LogitSumsOf(logits)); }
+
+double ModuleShadow::AmplificationAt(const std::string& site_key) const {
+  const ModuleShadow& record = reference_ != nullptr ? *reference_ : *this;
+  const auto found = record.softmax_logits_.find(site_key);
+  return found == record.softmax_logits_.end() ? 0 : AmplificationOf(found->second);
+}
 
 void SortByExcess(std::vector<IsolatedError>& errors) {
   std::stable_sort(errors.begin(), errors.end(),
@@ -231,6 +268,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   const std::string key = Key(path, site.op, 'i', input_index);
   if (mode_ == Mode::kRecord) {
     if (input_index == 0 && NormWeightInput(site.op) >= 0) RecordNormInput(path, site, value);
+    if (input_index == 0 && IsSoftmax(site.op)) pending_logits_ = LogitSumsOf(value);
     const int64_t bytes = value.numel() * 4;
     if (bytes_ + bytes > max_bytes_) {
       truncated_ = true;
@@ -299,10 +337,14 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
       double predicted = 0;
       if (measure_made_inputs_) {
         // An op in FP32 fed inputs rounded outside it makes that rounding: its prediction.
-        const bool weighted = site.weight_input >= 0 || StoredWeightInput(site.op) >= 0;
+        // An op fed a stored weight (a blend's `1 - alpha` of a parameter) is predicted its
+        // storage's rounding, as its isolated error is (Errors).
         const auto fed = errors_.find(SiteKey(path, site.op, /*upcoming=*/true));
+        const bool weighted = site.weight_input >= 0 || StoredWeightInput(site.op) >= 0 ||
+                              (fed != errors_.end() && fed->second.weighted);
         const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
-        predicted = std::max(PredictedError(policy_, path, site.op, weighted), input_roundoff);
+        predicted = std::max({PredictedError(policy_, path, site.op, weighted), input_roundoff,
+                              input_roundoff * AmplificationAt(SiteKey(path, site.op, /*upcoming=*/true))});
         // Fed elements the shadow could not replace, its output carries their error.
         if (site.unhooked_list_input) predicted = 0;
       }
@@ -326,6 +368,16 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   if (mode_ == Mode::kRecord) {
     outputs_made_.insert(key);
     if (!probed) return out;
+    // A softmax over its last dimension (its rows sum to 1) keeps its logits' sums.
+    if (IsSoftmax(site.op) && output_index == 0 && pending_logits_.weights > 0 &&
+        (out.detach().to(at::kDouble).sum(-1) - 1).abs().max().item<double>() < 1e-3) {
+      LogitSums& sums = softmax_logits_[SiteKey(path, site.op, /*upcoming=*/false)];
+      sums.amplified += pending_logits_.amplified;
+      sums.weights += pending_logits_.weights;
+      sums.squares += pending_logits_.squares;
+      sums.deviations += pending_logits_.deviations;
+    }
+    pending_logits_ = LogitSums{};
     const int64_t bytes = out.numel() * 4;
     if (bytes_ + bytes > max_bytes_) {
       truncated_ = true;
@@ -520,8 +572,8 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     // at offset x its precision: judged against the compute's precision, not against its
     // affine weights' storage (an FP8 format's 2^-2 would hide a 49x cancellation).
     const bool cancels = e.input_offset >= kCancellingOffset;
-    e.predicted =
-        std::max(PredictedError(policy_, e.module, e.op, sums.weighted && !cancels), sums.input_roundoff);
+    e.predicted = std::max({PredictedError(policy_, e.module, e.op, sums.weighted && !cancels),
+                            sums.input_roundoff, sums.input_roundoff * AmplificationAt(name)});
     out.push_back(e);
   }
   SortByExcess(out);

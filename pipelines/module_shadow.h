@@ -37,6 +37,14 @@
 // being an infinite excess, and so is a weighted op whose FP32 weights exceed the largest
 // value its FP8 storage holds (they saturate: kRecord keeps each weight's largest |w|).
 //
+// A softmax fed logits of magnitude s returns their rounding amplified: a logit rounded
+// by u moves the probabilities by p (s u - sum p s u), so its error is its input's
+// roundoff times the logits' magnitude (SoftmaxAmplification), a property of the model's
+// attention, not a rounding the op makes: kRecord keeps each softmax site's logits' sums,
+// and the site is predicted its input's roundoff times that amplification. Except logits
+// whose offset the softmax cancels (their root mean square kCancellingOffset times their
+// spread or more: keys with a bias of 300): like a norm's, that rounding is the op's error.
+//
 // A norm (norm_ops.h) cancels its input's mean: when that mean stands far from the
 // input's spread, the rounding of it (the input's error, within its precision) comes back
 // at full scale in the norm's output, and the norm's isolated error is made by the op that
@@ -117,6 +125,13 @@ void SortByExcess(std::vector<IsolatedError>& errors);
 // precision to cancellation: its error is charged to the op that made the offset.
 constexpr double kCancellingOffset = 8;
 
+// How many times a relative rounding of softmax logits `logits` (over the last dimension)
+// shows in the probabilities' relative L2 error: sqrt(sum_rows (sum_i p_i^2 s_i^2 (1 - 2 p_i)
+// + sum_i p_i^2 sum_j p_j^2 s_j^2) / sum_rows sum_i p_i^2), the expected error of
+// independent roundings over theirs. 0 for logits whose offset the softmax cancels (root
+// mean square kCancellingOffset times their standard deviation over each row, or more).
+double SoftmaxAmplification(const at::Tensor& logits);
+
 // The relative error the policy's rounding predicts for op `op` at `path` (`weighted`:
 // the op has a weight operand).
 double PredictedError(const DtypePolicy& policy, const std::string& path, const std::string& op,
@@ -125,6 +140,12 @@ double PredictedError(const DtypePolicy& policy, const std::string& path, const 
 class ModuleShadow : public GraphObserver {
  public:
   enum class Mode { kRecord, kCompare };
+  // A softmax's logits, pooled over its calls (SoftmaxAmplification's terms): the
+  // amplified squares, the probabilities' squares, the logits' squares, and their squared
+  // deviations from each row's mean.
+  struct LogitSums {
+    double amplified = 0, weights = 0, squares = 0, deviations = 0;
+  };
   // `steps`: the sampler steps probed (-1: the decode). kCompare needs the kRecord shadow
   // of the same cell under FP32 (`reference`, which must outlive this one) and the policy.
   // At most `max_bytes` of FP32 tensors are kept; past that, later calls are not
@@ -279,6 +300,10 @@ class ModuleShadow : public GraphObserver {
   std::map<std::string, ErrorSums> errors_;       // SiteKey -> sums (kCompare)
   std::map<std::string, double> weight_absmax_;   // SiteKey -> largest |weight| (kRecord)
   std::map<std::string, NormInput> norm_inputs_;  // SiteKey -> its input (kRecord)
+  std::map<std::string, LogitSums> softmax_logits_;  // SiteKey -> sums over its calls (kRecord)
+  LogitSums pending_logits_;  // kRecord: the softmax under way's, until its output shows its dimension
+  // A softmax site's SoftmaxAmplification (recorded by kRecord); 0 when not recorded.
+  double AmplificationAt(const std::string& site_key) const;
   struct Maker {
     OpSite site;
     double predicted = 0;  // its PredictedError when made inputs are measured, else 0

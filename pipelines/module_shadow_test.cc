@@ -110,6 +110,43 @@ TEST(ModuleShadowTest, NamesTheOpThatMakesTheErrorNotTheOnesThatCarryIt) {
   }
 }
 
+// A softmax fed steep logits (x * 8 + 20) returns their FP16 rounding amplified several
+// times: it is predicted its input's roundoff times their magnitude, not made by the op.
+// Logits offset by 300, which the softmax cancels, are predicted the roundoff alone.
+TEST(ModuleShadowTest, ASoftmaxIsPredictedItsLogitsAmplificationButNotAnOffsetItCancels) {
+  jit::Module root("Attention");
+  root.register_module("steep", Leaf("Steep", "torch.softmax(x * 8.0 + 20.0, -1)"));
+  root.register_module("offset", Leaf("Offset", "torch.softmax(x + 300.0, -1)"));
+  root.define(R"JIT(
+def forward(self, x):
+    return self.steep.forward(x) + self.offset.forward(x)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  torch::manual_seed(3);
+  const at::Tensor x = torch::randn({8, 32}).to(at::kHalf).to(at::kFloat);
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
+  const double roundoff = std::ldexp(1.0, -11);
+  int softmaxes = 0;
+  for (const IsolatedError& e : errors) {
+    if (e.op != "aten::softmax") continue;
+    ++softmaxes;
+    if (e.module == "m.steep") {
+      EXPECT_GT(e.error, 2 * roundoff);  // a cause, were it predicted the roundoff alone
+      EXPECT_GT(e.predicted, 4 * roundoff);
+      EXPECT_LT(e.Excess(), 1);
+    } else {
+      EXPECT_EQ(e.module, "m.offset");
+      EXPECT_EQ(e.predicted, roundoff);
+      EXPECT_GT(e.Excess(), 10);
+    }
+  }
+  EXPECT_EQ(softmaxes, 2);
+  // One-hot rows move by nothing; logits offset 8 times their spread are cancelled.
+  EXPECT_NEAR(SoftmaxAmplification(torch::eye(4) * 100), 0, 1e-6);
+  EXPECT_EQ(SoftmaxAmplification(torch::randn({4, 16}) + 300), 0);
+  EXPECT_GT(SoftmaxAmplification(torch::randn({4, 16}) * 8 + 20), 4);
+}
+
 // A causal conv's padding, `torch.cat(pads + [x])`, takes a list the graph builds by
 // list ops, not prim::ListConstruct: its elements have no hook and come in as the policy
 // run made them, carrying the cancellation's error. That is not the cat's: not measured.
