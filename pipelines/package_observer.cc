@@ -124,12 +124,15 @@ at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype
   return value;
 }
 
-void PackageObserver::NoteFloat32Operand(const GraphSite& site, const at::Tensor& value) {
+void PackageObserver::NoteFloat32Operand(const GraphSite& site, int input_index, const at::Tensor& value) {
   if (float32_origin_site_ != &site) {
     float32_origin_site_ = &site;
     float32_operand_origin_.clear();
   }
-  if (!float32_operand_origin_.empty() || RunDtypeOf(value) != at::kFloat) return;
+  // x.type_as(h) and x.to(h) take h's dtype: a float32 result is float32 where h became it
+  // (a stream made float32 by adding a float32 table), whatever x is.
+  const bool dtype_source = input_index == 1 && (site.op == "aten::type_as" || site.op == "aten::to");
+  if ((!float32_operand_origin_.empty() && !dtype_source) || RunDtypeOf(value) != at::kFloat) return;
   const std::string* origin = float32_origins_.Find(value);
   if (origin != nullptr) float32_operand_origin_ = *origin;
 }
@@ -160,7 +163,7 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     return value;
   }
   if (site.kind == GraphSite::Kind::kOp) {
-    if (track_float32_ && value.defined() && value.is_floating_point()) NoteFloat32Operand(site, value);
+    if (track_float32_ && value.defined() && value.is_floating_point()) NoteFloat32Operand(site, input_index, value);
     if (policy_.emulate_fp16 && input_index == 0 && site.fill_constant && RunDtypeOf(value) == at::kHalf)
       RaiseIfFillOverflowsHalf(*site.fill_constant);
     if (policy_.emulate_fp16 && value.defined() && value.is_floating_point()) {

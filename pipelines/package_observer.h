@@ -191,7 +191,7 @@ class PackageObserver : public GraphObserver {
 
   // Where each float32 value of a reduced-precision run became float32 ("denoiser:aten::to"),
   // for Float32OperandOrigin: noted per op input, kept per op output.
-  void NoteFloat32Operand(const GraphSite& site, const at::Tensor& value);
+  void NoteFloat32Operand(const GraphSite& site, int input_index, const at::Tensor& value);
   void KeepFloat32Origin(const std::string& path, const GraphSite& site, const at::Tensor& out);
   bool track_float32_;
   StorageMap<std::string> float32_origins_;

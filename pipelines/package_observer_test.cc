@@ -168,6 +168,22 @@ def forward(self, t, x):
   EXPECT_EQ(m.instrumentation->last_op(), "aten::linear");
 }
 
+// A float32 table added to the stream makes it float32; a timestep sinusoid cast with
+// `type_as(h)` then stays float32 and raises in the Linear after it. Its float32 operand
+// became float32 where the table was made, not at the sinusoid's `t.float()`.
+TEST(PackageObserverTest, AValueCastLikeAFloat32StreamBecameFloat32WhereTheStreamDid) {
+  Emulated m(R"JIT(
+def forward(self, t, x):
+    h = x + torch.zeros(8) * 0.5
+    emb = torch.sin(t.float()[:, None] * torch.ones(8)).type_as(h)
+    return torch.linear(emb, self.w)
+)JIT");
+  const std::string error = m.ErrorOf({torch::full({1}, 3.0), torch::ones({1, 8})}, 0);
+  EXPECT_NE(error.find("mat1 and mat2 must have the same dtype"), std::string::npos) << error;
+  EXPECT_EQ(m.instrumentation->last_op(), "aten::linear");
+  EXPECT_EQ(m.observer.Float32OperandOrigin(), "m:aten::zeros") << error;
+}
+
 // A norm's affine weight: a float32 input (a hand-written norm whose float32 eps made the
 // stream float32) to an FP16 GroupNorm raises as a real FP16 run does; the FP16 input
 // does not.
