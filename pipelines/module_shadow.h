@@ -293,13 +293,13 @@ class ModuleShadow : public GraphObserver {
   GraphObserver pass_through_;
   int step_ = 0;
   std::string diverged_at_;
-  std::unordered_set<std::string> outputs_made_;  // kRecord: the key of every op output, every step
-  std::map<std::string, int> occurrences_;        // key without occurrence -> calls seen
-  std::map<std::string, at::Tensor> tensors_;     // key -> float32 copy (kRecord)
-  std::map<std::string, int> site_calls_;         // "path\top" -> calls finished in this forward
-  std::map<std::string, ErrorSums> errors_;       // SiteKey -> sums (kCompare)
-  std::map<std::string, double> weight_absmax_;   // SiteKey -> largest |weight| (kRecord)
-  std::map<std::string, NormInput> norm_inputs_;  // SiteKey -> its input (kRecord)
+  std::unordered_set<std::string> outputs_made_;     // kRecord: the key of every op output, every step
+  std::map<std::string, int> occurrences_;           // key without occurrence -> calls seen
+  std::map<std::string, at::Tensor> tensors_;        // key -> float32 copy (kRecord)
+  std::map<std::string, int> site_calls_;            // "path\top" -> calls finished in this forward
+  std::map<std::string, ErrorSums> errors_;          // SiteKey -> sums (kCompare)
+  std::map<std::string, double> weight_absmax_;      // SiteKey -> largest |weight| (kRecord)
+  std::map<std::string, NormInput> norm_inputs_;     // SiteKey -> its input (kRecord)
   std::map<std::string, LogitSums> softmax_logits_;  // SiteKey -> sums over its calls (kRecord)
   LogitSums pending_logits_;  // kRecord: the softmax under way's, until its output shows its dimension
   // A softmax site's SoftmaxAmplification (recorded by kRecord); 0 when not recorded.

@@ -163,7 +163,8 @@ at::Tensor PackageObserver::Before(const std::string& path, const GraphSite& sit
     return value;
   }
   if (site.kind == GraphSite::Kind::kOp) {
-    if (track_float32_ && value.defined() && value.is_floating_point()) NoteFloat32Operand(site, input_index, value);
+    if (track_float32_ && value.defined() && value.is_floating_point())
+      NoteFloat32Operand(site, input_index, value);
     if (policy_.emulate_fp16 && input_index == 0 && site.fill_constant && RunDtypeOf(value) == at::kHalf)
       RaiseIfFillOverflowsHalf(*site.fill_constant);
     if (policy_.emulate_fp16 && value.defined() && value.is_floating_point()) {
