@@ -47,8 +47,8 @@ Verdict Decide(const VerdictInputs& in) {
                 std::to_string(h.frames.size()) + " frames",
             ""};
   }
-  if (!in.saturated_weights.empty()) {
-    return {CellStatus::kFail, "FP8 storage saturates weights: " + in.saturated_weights, ""};
+  if (!in.fp8_out_of_range.empty()) {
+    return {CellStatus::kFail, "FP8 storage cannot hold weights: " + in.fp8_out_of_range, ""};
   }
   if (!in.made_in_modules.empty()) return {CellStatus::kFail, "error made in " + in.made_in_modules, ""};
   if (in.metrics == nullptr) return {CellStatus::kUnresolved, in.unresolved, ""};

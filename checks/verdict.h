@@ -39,9 +39,10 @@ struct VerdictInputs {
   const ComparisonMetrics* compute_metrics = nullptr;
   const ToleranceProfile* compute_tolerance = nullptr;
   std::string compute_reference;  // "its fp8e4m3 weights computed in FP32"
-  // The weights the policy's FP8 storage saturates, in words ("" when none): a FAIL
-  // whatever the metrics, since the model run is not the trained one.
-  std::string saturated_weights;
+  // The weights the policy's FP8 storage cannot hold (saturates or flushes) and that make
+  // the error, in words ("" when none): a FAIL whatever the metrics, since the model run is
+  // not the trained one.
+  std::string fp8_out_of_range;
   // A cell within its bound whose error a few small modules make, in words ("" when not):
   // "decoder.blend (0.78% of the weights) kept in FP32 leaves 0.29 of the error ..."
   // (runners/cell_bound.h: kMadeInModulesErrorFactor). A FAIL: the bound is wider than

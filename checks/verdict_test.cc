@@ -45,12 +45,12 @@ TEST_F(VerdictTest, PassFailAndExpectedFailureFlip) {
 TEST_F(VerdictTest, SaturatedFp8WeightsFailACellWhoseMetricsPass) {
   VerdictInputs in = Finished();
   ASSERT_EQ(DecideVerdict(in).status, CellStatus::kPass);
-  in.saturated_weights = "denoiser.proj.weight reaches 821 (6.6% of its values beyond 448)";
+  in.fp8_out_of_range = "denoiser.proj.weight reaches 821 (6.6% of its values beyond 448)";
   Verdict v = DecideVerdict(in);
   EXPECT_EQ(v.status, CellStatus::kFail);
   EXPECT_EQ(
       v.reason,
-      "FP8 storage saturates weights: denoiser.proj.weight reaches 821 (6.6% of its values beyond 448)");
+      "FP8 storage cannot hold weights: denoiser.proj.weight reaches 821 (6.6% of its values beyond 448)");
   in.metrics = nullptr;
   EXPECT_EQ(DecideVerdict(in).status, CellStatus::kFail);
 }

@@ -58,8 +58,9 @@ struct DtypePolicy {
   std::string attention_backend;
   std::string fallback;  // the next safer policy ("" for none)
   // Internal (no file sets it; the policy's name says it): FP8 storage scales each weight
-  // tensor that would saturate by the power of two that makes it fit, and back: the same
-  // weights without the saturation, the reference of the saturation check (cell_runner).
+  // tensor that would saturate, or lies wholly below the format's smallest normal, by the
+  // power of two that brings it into range, and back: the same weights without the
+  // saturation or the flush, the reference of the range check (cell_runner).
   bool fp8_scaled_to_fit = false;
   // Internal (no file sets it; the advisor's margin check): a package's FP16 emulation
   // overflows this many doublings below FP16's largest value (65504 / 2^bits), its

@@ -128,6 +128,8 @@ std::optional<Fp8Format> ParseFp8Format(std::string_view name) {
 
 float Fp8MaxFinite(Fp8Format format) { return Fp8DecodeTable(format)[LayoutOf(format).max_finite_mag]; }
 
+float Fp8MinNormal(Fp8Format format) { return std::ldexp(1.0f, format == Fp8Format::kE4M3 ? -6 : -14); }
+
 uint8_t EncodeFp8(float value, Fp8Format format, bool saturate) {
   return EncodeWithLayout(value, LayoutOf(format), saturate);
 }

@@ -41,6 +41,8 @@ std::optional<Fp8Format> ParseFp8Format(std::string_view name);
 
 // Largest finite value: 448 (e4m3), 57344 (e5m2).
 float Fp8MaxFinite(Fp8Format format);
+// Smallest normal value: 2^-6 (e4m3), 2^-14 (e5m2); below it fewer mantissa bits, then 0.
+float Fp8MinNormal(Fp8Format format);
 
 // float32 -> code, see the rounding and overflow rules above.
 uint8_t EncodeFp8(float value, Fp8Format format, bool saturate = true);

@@ -229,6 +229,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, Fp8CodecTest, ::testing::Values(Fp8Format::kE4
 TEST(Fp8E4M3, Boundaries) {
   const Fp8Format f = Fp8Format::kE4M3;
   EXPECT_EQ(Fp8MaxFinite(f), 448.0f);
+  EXPECT_EQ(Fp8MinNormal(f), std::ldexp(1.0f, -6));
   EXPECT_EQ(EncodeFp8(448.0f, f), 0x7E);
   EXPECT_EQ(EncodeFp8(std::ldexp(1.0f, -6), f), 0x08);   // min normal
   EXPECT_EQ(EncodeFp8(std::ldexp(1.0f, -9), f), 0x01);   // min subnormal
@@ -267,6 +268,7 @@ TEST(Fp8E4M3, SaturationAndOverflow) {
 TEST(Fp8E5M2, Boundaries) {
   const Fp8Format f = Fp8Format::kE5M2;
   EXPECT_EQ(Fp8MaxFinite(f), 57344.0f);
+  EXPECT_EQ(Fp8MinNormal(f), std::ldexp(1.0f, -14));
   EXPECT_EQ(EncodeFp8(57344.0f, f), 0x7B);
   EXPECT_EQ(EncodeFp8(std::ldexp(1.0f, -14), f), 0x04);  // min normal
   EXPECT_EQ(EncodeFp8(std::ldexp(1.0f, -16), f), 0x01);  // min subnormal

@@ -34,8 +34,8 @@ struct InstrumentedModule {
   std::string root;  // "denoiser" or "decoder"
   torch::jit::Module module;
   std::unique_ptr<GraphInstrumentation> instrumentation;
-  std::vector<std::string> complex_cast;  // ApplyPolicy: complex tensors made real ("denoiser.freqs")
-  std::vector<std::string> saturated;     // ApplyPolicy: VideoModel::SaturatedWeights, one per tensor
+  std::vector<std::string> complex_cast;      // ApplyPolicy: complex tensors made real ("denoiser.freqs")
+  std::vector<std::string> out_of_fp8_range;  // ApplyPolicy: VideoModel::WeightsOutOfFp8Range, one per tensor
 };
 
 class TorchScriptModel : public VideoModel {
@@ -81,10 +81,10 @@ class TorchScriptModel : public VideoModel {
   }
   void SetMismatchLog(std::vector<DtypeMismatch>* log) override { observer_.set_mismatch_log(log); }
   std::vector<std::string> TakeIslandInputMakers() override { return observer_.TakeIslandInputMakers(); }
-  std::string SaturatedWeights() const override {
+  std::string WeightsOutOfFp8Range() const override {
     std::string text;
     for (const InstrumentedModule* m : {&denoiser_, &decoder_}) {
-      for (const std::string& weight : m->saturated) text += (text.empty() ? "" : ", ") + weight;
+      for (const std::string& weight : m->out_of_fp8_range) text += (text.empty() ? "" : ", ") + weight;
     }
     return text;
   }
@@ -203,13 +203,24 @@ void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device d
     if (fp8 && is_weight && !island) {
       const double largest = Fp8MaxFinite(*fp8);
       const double absmax = placed.numel() > 0 ? placed.abs().max().item<double>() : 0.0;
-      double scale = 1;  // fp8_scaled_to_fit: a power of two that fits the tensor
+      const double smallest_normal = Fp8MinNormal(*fp8);
+      char text[320] = "";
       if (absmax > largest) {
         const int64_t count = (placed.abs() > largest).sum().item<int64_t>();
-        char text[320];
         std::snprintf(text, sizeof text, "%s.%s reaches %.4g (%.3g%% of its values beyond %g)",
                       m.root.c_str(), name.c_str(), absmax, 100.0 * count / placed.numel(), largest);
-        m.saturated.push_back(text);
+      } else if (absmax > 0 && absmax < smallest_normal) {
+        // The whole tensor among the subnormals (e4m3: 3 bits at most) or flushed to zero.
+        const at::Tensor stored =
+            DecodeFp8Tensor(EncodeFp8Tensor(placed, *fp8), *fp8, at::kFloat, placed.device());
+        const int64_t flushed = ((stored == 0) & (placed != 0)).sum().item<int64_t>();
+        std::snprintf(
+            text, sizeof text, "%s.%s reaches only %.3g, below %g (%.3g%% of its values flush to zero)",
+            m.root.c_str(), name.c_str(), absmax, smallest_normal, 100.0 * flushed / placed.numel());
+      }
+      double scale = 1;  // fp8_scaled_to_fit: a power of two that brings the tensor into range
+      if (text[0] != '\0') {
+        m.out_of_fp8_range.push_back(text);
         if (policy.fp8_scaled_to_fit) scale = std::exp2(std::ceil(std::log2(absmax / largest)));
       }
       placed =

@@ -246,7 +246,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   outcome.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   model.SetObserver(on_module);
   outcome.observed = JoinNotes(model.ObservedSummary(), numerics.recorded);
-  outcome.saturated_weights = model.SaturatedWeights();
+  outcome.fp8_out_of_range = model.WeightsOutOfFp8Range();
   model.TakeIslandInputMakers();  // a kept model's last run's
 
   bool threw = true;

@@ -50,7 +50,7 @@ struct PipelineOutcome {
   std::string observed;  // VideoModel::ObservedSummary(): "" when everything is seen
   // VideoModel::TakeIslandInputMakers() of this run (finished or not).
   std::vector<std::string> island_input_makers;
-  std::string saturated_weights;  // VideoModel::SaturatedWeights()
+  std::string fp8_out_of_range;  // VideoModel::WeightsOutOfFp8Range()
 };
 
 // Models that RunPipeline built, kept for a later run of the same model, policy, device,

@@ -52,10 +52,12 @@ class VideoModel {
   // ("decoder.out_mix:aten::add", op island entries), then forgets them; empty for models
   // without per-op hooks.
   virtual std::vector<std::string> TakeIslandInputMakers() { return {}; }
-  // The weights the policy's FP8 storage saturates (values beyond the format's largest,
-  // which become it), in words: "decoder.post_quant_conv.weight reaches 821 (6.6% of its
-  // values beyond 448)"; "" when none does.
-  virtual std::string SaturatedWeights() const { return ""; }
+  // The weights the policy's FP8 storage cannot hold, in words, one per tensor: saturated
+  // (values beyond the format's largest, which become it: "decoder.post_quant_conv.weight
+  // reaches 821 (6.6% of its values beyond 448)") or flushed (the whole tensor below the
+  // smallest normal: "denoiser.proj.weight reaches only 5.91e-05, below 0.015625 (100% of
+  // its values flush to zero)"); "" when none.
+  virtual std::string WeightsOutOfFp8Range() const { return ""; }
 };
 
 // An exception `what` raised while `model` ran, classified with the module and op it was

@@ -73,9 +73,9 @@ struct JudgingBound {
 // (docs/tolerances.md, "A model more sensitive than the population").
 constexpr double kSensitiveModelErrorFactor = 2;
 
-// Weights that FP8 storage saturates make a cell's error when it is at least this many
-// times (relative L2 of the frames) the error of the same weights scaled to fit.
-constexpr double kSaturationErrorFactor = 1.25;
+// Weights that FP8 storage cannot hold (saturates or flushes) make a cell's error when it is at least this
+// many times (relative L2 of the frames) the error of the same weights scaled to fit.
+constexpr double kFp8RangeErrorFactor = 1.25;
 
 // Where the search names ops at kCauseExcess (runners/error_producer.h) in such a FAIL,
 // they are kept in FP32 in one more run of the cell: they do not make its error when

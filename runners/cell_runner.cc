@@ -484,31 +484,30 @@ Status JudgeASensitiveModel(VerdictInputs& in, const ToleranceProfile* VerdictIn
   return Status::Ok();
 }
 
-// Whether the weights `outcome`'s FP8 storage saturated make the cell's error (`metrics`
-// against `golden`): one more run with them scaled to fit (DtypePolicy::fp8_scaled_to_fit:
-// the same values without the saturation) keeps at most 1 / kSaturationErrorFactor of its
-// relative L2. Returns the finding for VerdictInputs::saturated_weights, or "" with `note`
-// saying what was measured when they do not make it (a norm after them undoes it).
-StatusOr<std::string> SaturationFinding(const PipelineSpec& spec, const PipelineOutcome& outcome,
-                                        const Golden& golden, const ComparisonMetrics& metrics,
-                                        ModelCache* models, std::string& note) {
+// Whether the weights `outcome`'s FP8 storage could not hold (saturated or flushed) make the
+// cell's error (`metrics` against `golden`): one more run with them scaled to fit
+// (DtypePolicy::fp8_scaled_to_fit: the same values in the format's range) keeps at most 1 /
+// kFp8RangeErrorFactor of its relative L2. Returns the finding for VerdictInputs::fp8_out_of_range, or ""
+// with `note` saying what was measured when they do not make it (a norm after them undoes it).
+StatusOr<std::string> Fp8RangeFinding(const PipelineSpec& spec, const PipelineOutcome& outcome,
+                                      const Golden& golden, const ComparisonMetrics& metrics,
+                                      ModelCache* models, std::string& note) {
   PipelineSpec fit = spec;
   fit.policy.name += ".fp8-scaled-to-fit";
   fit.policy.fp8_scaled_to_fit = true;
   StatusOr<PipelineOutcome> run = RunPipeline(fit, nullptr, nullptr, models);
   if (!run.ok()) return run.status();
   if (run->kind != RunEnd::kFinished) {
-    return outcome.saturated_weights + " (scaled to fit, the run did not finish: " + run->error.Reason() +
-           ")";
+    return outcome.fp8_out_of_range + " (scaled to fit, the run did not finish: " + run->error.Reason() + ")";
   }
-  const double saturated = metrics.video.rel_l2, scaled = Compare(golden, run->result).video.rel_l2;
+  const double stored = metrics.video.rel_l2, scaled = Compare(golden, run->result).video.rel_l2;
   char measured[160];
   std::snprintf(measured, sizeof measured, "rel_l2 %.3g against the golden, %.3g with them scaled to fit",
-                saturated, scaled);
-  if (saturated >= kSaturationErrorFactor * scaled)
-    return outcome.saturated_weights + "; they make the error: " + measured;
-  note = "FP8 storage saturates weights without making the error (" + std::string(measured) +
-         "): " + outcome.saturated_weights;
+                stored, scaled);
+  if (stored >= kFp8RangeErrorFactor * scaled)
+    return outcome.fp8_out_of_range + "; they make the error: " + measured;
+  note = "FP8 storage cannot hold weights without making the error (" + std::string(measured) +
+         "): " + outcome.fp8_out_of_range;
   return std::string();
 }
 
@@ -750,8 +749,8 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   std::string compute_note;                       // the compute part's figure, or why it was not judged
   std::optional<ErrorProducer> producer;          // when located before the verdict
   std::optional<ErrorProducer> compute_producer;  // the compute part's, against its reference
-  std::string saturation_note;  // SaturationFinding: weights saturated without making the error
-  std::string past_the_band;    // JudgeASensitiveModel: the metric past 2x, when not the reason's
+  std::string fp8_range_note;  // Fp8RangeFinding: weights out of range without making the error
+  std::string past_the_band;   // JudgeASensitiveModel: the metric past 2x, when not the reason's
   VerdictInputs in;
   in.tolerance = &bound->profile;
   in.expected_to_fail = cell.expected_to_fail();
@@ -811,14 +810,14 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       }
     }
     in.metrics = result.metrics ? &*result.metrics : nullptr;
-    if (!outcome->saturated_weights.empty() && in.metrics == nullptr) {
-      saturation_note = "FP8 storage saturates weights (their effect not measured: no golden): " +
-                        outcome->saturated_weights;
-    } else if (!outcome->saturated_weights.empty()) {
+    if (!outcome->fp8_out_of_range.empty() && in.metrics == nullptr) {
+      fp8_range_note = "FP8 storage cannot hold weights (their effect not measured: no golden): " +
+                       outcome->fp8_out_of_range;
+    } else if (!outcome->fp8_out_of_range.empty()) {
       StatusOr<std::string> finding =
-          SaturationFinding(spec, *outcome, *golden->golden, *in.metrics, models, saturation_note);
+          Fp8RangeFinding(spec, *outcome, *golden->golden, *in.metrics, models, fp8_range_note);
       if (!finding.ok()) return finding.status();
-      in.saturated_weights = *finding;
+      in.fp8_out_of_range = *finding;
     }
     if (bound->sensitive_model && in.metrics != nullptr) {
       FG_RETURN_IF_ERROR(JudgeASensitiveModel(
@@ -938,7 +937,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   result.observed = outcome->observed;
   result.island_input_makers = outcome->island_input_makers;
   std::string ssim_note = SsimNote(result.metrics);
-  for (const std::string* note : {&kernel_note, &compute_note, &fp64_missing, &ssim_note, &saturation_note}) {
+  for (const std::string* note : {&kernel_note, &compute_note, &fp64_missing, &ssim_note, &fp8_range_note}) {
     if (!note->empty()) result.observed += (result.observed.empty() ? "" : "; ") + *note;
   }
   result.timings.peak_rss_bytes = PeakRssBytes();

@@ -571,6 +571,21 @@ class Fp8RangeDecoder(Decoder):
         return torch.tanh(self.conv(up) / self.scale)
 
 
+class Fp8FlushDecoder(Decoder):
+    """A second 1x1 conv's weights x1e-4, its output x1e4 and added: in FP32 a part of the
+    decoder's function; E4M3 (smallest subnormal 2^-9) flushes all its weights to zero."""
+
+    def __init__(self):
+        super().__init__()
+        self.tiny = nn.Conv3d(4, 3, 1, bias=False)
+        with torch.no_grad():
+            self.tiny.weight.mul_(1e-4)
+
+    def forward(self, z):
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(self.conv(up) + 1e4 * self.tiny(up))
+
+
 def whisper_weight():
     """A 1x1 conv's weight from [z, z] (8 channels) to (1 + 1e-4) z - z = 1e-4 z (4)."""
     eye = torch.eye(4).view(4, 4, 1, 1, 1)
@@ -1065,6 +1080,7 @@ PACKAGES = [
     (3, "bool-mask-attention", BoolMaskAttentionDenoiser, {}),
     (3, "fp8-range", lambda: TableDenoiser(plain=False), dict(decoder_class=Fp8RangeDecoder)),
     (3, "fp8-outlier", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: Fp8RangeDecoder(False))),
+    (3, "fp8-flush", lambda: TableDenoiser(plain=False), dict(decoder_class=Fp8FlushDecoder)),
     (3, "frozen-table", lambda: TableDenoiser(plain=False), dict(frozen=True)),
     (3, "blend-motion", lambda: TableDenoiser(plain=False), dict(decoder_class=BlendDecoder)),
     (3, "blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: BlendDecoder(0.5, 2.0))),

@@ -60,7 +60,7 @@ def packages(tmp_path_factory):
                  "baked-table", "float32-mask", "frozen-table", "inplace-sum", "offset-motion", "trunk-bias", "scaled-trunk", "float32-eps", "complex-rotate", "steep-decoder", "inplace-cancel",
                  "steep-whisper", "unshift", "inplace-whisper", "fp8-cancel", "sum-cancel",
                  "inplace-sum-cancel", "motion-diff", "motion-tdiff", "motion-center", "steep-twin",
-                 "bool-mask-attention", "fp8-range", "fp8-outlier", "blend-motion", "blend-twin", "tcast",
+                 "bool-mask-attention", "fp8-range", "fp8-outlier", "fp8-flush", "blend-motion", "blend-twin", "tcast",
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
                  "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor",
@@ -685,7 +685,7 @@ def test_weights_that_fp8_storage_saturates_fail_a_cell_when_they_make_its_error
     # the saturation makes it, and the cell FAILs naming the tensor.
     cell = one_cell(packages, tmp_path, "fp8-range", "fp8e4m3-bf16", returncodes=(1,))
     assert cell["status"] == "FAIL", cell
-    assert cell["reason"].startswith("FP8 storage saturates weights: decoder.conv.weight reaches "), cell["reason"]
+    assert cell["reason"].startswith("FP8 storage cannot hold weights: decoder.conv.weight reaches "), cell["reason"]
     assert "; they make the error: rel_l2 " in cell["reason"], cell["reason"]
     assert cell["metrics"]["min_psnr"] > 18.6, cell["metrics"]  # the profile alone passes it
     # E5M2 holds 448 and more (57344): nothing saturates.
@@ -694,8 +694,19 @@ def test_weights_that_fp8_storage_saturates_fail_a_cell_when_they_make_its_error
     # no error of its own. The cell passes and says what it saw.
     cell = one_cell(packages, tmp_path, "fp8-outlier", "fp8e4m3-bf16", returncodes=(0,))
     assert cell["status"] == "PASS", cell
-    assert "FP8 storage saturates weights without making the error (" in cell["observed"], cell["observed"]
+    assert "FP8 storage cannot hold weights without making the error (" in cell["observed"], cell["observed"]
     assert "decoder.conv.weight reaches 450 " in cell["observed"], cell["observed"]
+
+
+def test_weights_that_fp8_storage_flushes_to_zero_fail_a_cell_naming_them(packages, tmp_path):
+    # fp8-flush: a conv branch's weights x1e-4 (all below E4M3's smallest subnormal, 2^-9),
+    # its output x1e4. E4M3 stores zeros: the branch is gone. Scaled into range the branch
+    # is back, so the flush makes the error and the cell FAILs naming the tensor (probe30's
+    # mmdit-fp8tiny, a context embedder's weights x1e-4, passed with its branch flushed).
+    cell = one_cell(packages, tmp_path, "fp8-flush", "fp8e4m3-bf16", returncodes=(1,))
+    assert cell["status"] == "FAIL", cell
+    assert cell["reason"].startswith("FP8 storage cannot hold weights: decoder.tiny.weight reaches only "), cell["reason"]
+    assert "(100% of its values flush to zero); they make the error: rel_l2 " in cell["reason"], cell["reason"]
 
 
 @pytest.mark.parametrize("name,policy,module", [("blend-motion", "fp8e5m2-bf16", "decoder.blend"),
