@@ -127,7 +127,8 @@ int RunAdvise(const AdviseCliOptions& o) {
     if (!recorded.ok()) return ReportError(recorded);
     text << "recorded in " << o.db << "\n";
   }
-  return a.found() || a.status_before == CellStatus::kPass ? kExitOk : kExitFailed;
+  if (a.found() && !a.verified) text << "the islands are not verified (exit 1): see above\n";
+  return (a.found() && a.verified) || a.status_before == CellStatus::kPass ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -137,7 +138,7 @@ Command AddAdviseCommand(CLI::App& parent) {
   CLI::App* app =
       parent.add_subcommand("advise",
                             "Find the modules to keep in FP32 so that a failing cell passes, proven by "
-                            "running (exit 0 found, 1 none, 2 bad input)");
+                            "running (exit 0 found and verified, 1 none or not verified, 2 bad input)");
   AddPipelineOptions(app, &o->pipeline);
   AddGoldenDirOption(app, &o->golden_dir);
   AddOutputFileOption(app, "--json", &o->json_path, "Write the advice as JSON");

@@ -134,8 +134,12 @@ struct Advice {
   // (its module, or the op alone) keeps in FP32.
   std::string culprit;
   double culprit_weight_fraction = 0;
-  // Why no island was returned ("no island of at most 50% of the weights ..."), "" otherwise.
+  // Why no island was returned ("no island of at most 50% of the weights ..."), or why the
+  // returned ones are not verified; "" otherwise.
   std::string note;
+  // False when the returned islands pass at the cell's seed but failed a verification: at
+  // another seed, or with FP16's range made smaller (`note` says which).
+  bool verified = true;
   bool found() const { return status_after == CellStatus::kPass; }
 };
 

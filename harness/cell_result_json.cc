@@ -148,6 +148,7 @@ json AdviceToJson(const Advice& a) {
           {"culprit", a.culprit},
           {"culprit_weight_fraction", Number(a.culprit_weight_fraction)},
           {"note", a.note},
+          {"verified", a.verified},
           {"runs", runs}};
 }
 
@@ -163,6 +164,7 @@ Advice AdviceFromJson(const json& j) {
   a.culprit_weight_fraction =
       j.contains("culprit_weight_fraction") ? ReadNumber(j.at("culprit_weight_fraction"), kNaN) : 0.0;
   a.note = j.value("note", "");
+  a.verified = j.value("verified", true);
   for (const json& run : j.at("runs")) {
     a.runs.push_back({run.at("islands").get<std::vector<std::string>>(), StatusFromJson(run.at("status")),
                       run.at("reason").get<std::string>()});

@@ -69,5 +69,25 @@ TEST(CellResultJsonTest, MissingKeyAndUnknownStatusAreErrors) {
   EXPECT_NE(r.status().message().find("MAYBE"), std::string::npos);
 }
 
+TEST(CellResultJsonTest, AnAdviceKeepsWhetherItsIslandsAreVerified) {
+  Advice a;
+  a.status_before = CellStatus::kFail;
+  a.status_after = CellStatus::kPass;
+  a.islands = {"denoiser.blocks.1.attn:aten::matmul"};
+  a.runs = {{{}, CellStatus::kFail, "min_psnr 34 < 46.8"}, {a.islands, CellStatus::kPass, ""}};
+  a.runs.back().seed = 1;
+  a.note = "the islands pass at seed 0 but do not hold at seed 1: FAIL (min_psnr 34 < 46.8)";
+  a.verified = false;
+  const Advice back = AdviceFromJson(AdviceToJson(a));
+  EXPECT_FALSE(back.verified);
+  EXPECT_TRUE(back.found());
+  EXPECT_EQ(back.note, a.note);
+  EXPECT_EQ(back.runs.back().seed, std::optional<uint64_t>(1));
+  // A store row has no such key (it keeps no note either): read as verified.
+  nlohmann::json j = AdviceToJson(a);
+  j.erase("verified");
+  EXPECT_TRUE(AdviceFromJson(j).verified);
+}
+
 }  // namespace
 }  // namespace framegate

@@ -662,6 +662,7 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   if (!passed && !search.passed_without_headroom().empty()) {
     // Better islands that pass by a hair than none: said so.
     Advise(base, search.passed_without_headroom(), *weights, &advice);
+    advice.verified = false;
     advice.note = "the islands pass, but overflow with FP16's range " +
                   std::to_string(kAdviceFp16HeadroomBits) +
                   " bits smaller: other inputs may overflow (no island with that headroom found in " +
@@ -695,7 +696,10 @@ StatusOr<Advice> AdvisePrecision(const Cell& cell, const AdviseOptions& options,
   if (!holds.ok()) return holds.status();
   // Islands that pass at the cell's seed only are still its cure: said so.
   Advise(base, *holds ? held : *islands, *weights, &advice);
-  if (!*holds) advice.note = "the islands pass at seed " + std::to_string(cell.seed) + " but " + why;
+  if (!*holds) {
+    advice.verified = false;
+    advice.note = "the islands pass at seed " + std::to_string(cell.seed) + " but " + why;
+  }
   return advice;
 }
 

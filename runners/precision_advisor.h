@@ -28,12 +28,13 @@
 //      more (attention logits one-hot at one seed, near a tie at another). A seed that
 //      fails grows the islands from its run as in 2, and the grown set is run again at
 //      the cell's seed and at the seeds that passed before. When no set holds at every
-//      seed, the islands that passed at the cell's seed are the advice, and the note says
-//      where they fail.
+//      seed, the islands that passed at the cell's seed are the advice, not verified
+//      (Advice::verified), and the note says where they fail.
 // An FP16 overflow (a package's NONFINITE cell under the FP16 emulation) passes only with
 // headroom: a passing set is run once more with FP16's range kAdviceFp16HeadroomBits
 // smaller, and an overflow there is a failure to grow from. When no set passes that way
-// within the budget, the last set that passed without it is returned, and the note says so.
+// within the budget, the last set that passed without it is returned, not verified, and
+// the note says so.
 // Every step is a real run of the cell under a policy written to a file, the same file
 // form a matrix accepts, judged by the bound that judged the cell.
 #pragma once
