@@ -83,7 +83,7 @@ TEST(CellResultJsonTest, AnAdviceKeepsWhetherItsIslandsAreVerified) {
   EXPECT_TRUE(back.found());
   EXPECT_EQ(back.note, a.note);
   EXPECT_EQ(back.runs.back().seed, std::optional<uint64_t>(1));
-  // A store row has no such key (it keeps no note either): read as verified.
+  // Advice written before `verified` existed has no such key: read as verified.
   nlohmann::json j = AdviceToJson(a);
   j.erase("verified");
   EXPECT_TRUE(AdviceFromJson(j).verified);

@@ -267,7 +267,10 @@ void AdvisorSection(const CellResult& r, std::ostringstream& out) {
   out << "</table>";
   if (!a.found()) {
     out << "<p class=\"bad\">No set of FP32 islands tried made this cell pass.</p>";
+  } else if (!a.verified) {
+    out << "<p class=\"bad\">Not verified: the islands pass at this cell's seed only.</p>";
   }
+  if (!a.note.empty()) out << "<p class=\"note\">" << HtmlEscape(a.note) << "</p>";
   out << "<h3>Runs tried (" << a.runs.size()
       << ")</h3><table class=\"advice-runs\"><tr>"
          "<th>#</th><th>FP32 islands</th><th>status</th><th>reason</th></tr>";

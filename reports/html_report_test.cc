@@ -212,6 +212,22 @@ TEST(HtmlReportTest, AdviceThatFoundNothingSaysSo) {
   EXPECT_EQ(advisor.find("<pre"), std::string::npos);
 }
 
+TEST(HtmlReportTest, AdviceNotVerifiedSaysSoWithItsNote) {
+  const std::string dir = FreshDir("html_unverified_advice");
+  RunRecord run = SampleRun();
+  Advice& a = *run.cells[2].advice;
+  ASSERT_TRUE(a.found());
+  a.verified = false;
+  a.note = "the islands pass at seed 0 but do not hold at seed 1: FAIL (min_psnr 34 < 46.8)";
+  ASSERT_TRUE(WriteHtmlReport(run, HtmlReportOptions(), dir + "/report").ok());
+  const std::string page = ReadText(dir + "/report/cells/" + run.cells[2].cell.Id() + ".html");
+  const std::string advisor = Section(page, "<h2>Advisor</h2>");
+  EXPECT_NE(advisor.find("Not verified: the islands pass at this cell's seed only."), std::string::npos)
+      << advisor;
+  EXPECT_NE(advisor.find("do not hold at seed 1: FAIL (min_psnr 34 &lt; 46.8)"), std::string::npos)
+      << advisor;
+}
+
 TEST(HtmlReportTest, UnwritableFolderIsAnIoErrorNamingIt) {
   const std::string dir = FreshDir("html_unwritable");
   std::ofstream(dir + "/file") << "x";

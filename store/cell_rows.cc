@@ -76,13 +76,13 @@ const char* const kMetricSelectColumns =
 
 const char* const kAdviceSelectColumns =
     "a.cell_row, a.status_before, a.status_after, a.islands, a.policy_name, a.policy_toml, "
-    "a.fp32_weight_fraction, a.runs";
+    "a.fp32_weight_fraction, a.runs, a.note, a.verified";
 
 namespace {
 
 constexpr const char* kInsertAdvice =
     "INSERT INTO advice (cell_row, status_before, status_after, islands, policy_name, "
-    "policy_toml, fp32_weight_fraction, runs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+    "policy_toml, fp32_weight_fraction, runs, note, verified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 std::string JoinDefects(const std::vector<FrameDefect>& frames) {
   std::string text;
@@ -237,7 +237,9 @@ Status ReadAdviceColumns(const SqliteStatement& row, int first, const std::strin
                         {"policy_name", row.Text(i + 3)},
                         {"policy_toml", row.Text(i + 4)},
                         {"fp32_weight_fraction", row.Real(i + 5)},
-                        {"runs", nlohmann::json::parse(row.Text(i + 6))}};
+                        {"runs", nlohmann::json::parse(row.Text(i + 6))},
+                        {"note", row.Text(i + 7)},
+                        {"verified", row.Int(i + 8) != 0}};
     result->advice = AdviceFromJson(j);
   } catch (const std::exception& e) {
     return Status::Corrupt(db_path + ": cell " + result->cell.Id() +
@@ -345,7 +347,7 @@ Status CellRowWriter::WriteAdvice(int64_t cell_row, const Advice& a) {
   SqliteBinder bind(*insert_advice_);
   bind << cell_row << std::string(StatusName(a.status_before)) << std::string(StatusName(a.status_after))
        << text(j.at("islands")) << a.policy_name << a.policy_toml << a.fp32_weight_fraction
-       << text(j.at("runs"));
+       << text(j.at("runs")) << a.note << static_cast<int64_t>(a.verified ? 1 : 0);
   return insert_advice_->Run();
 }
 

@@ -200,7 +200,7 @@ TEST(PackedPointsTest, MigratingFromVersion10PacksEveryRun) {
   ExecSql(file.path(),
           "DROP TRIGGER packed_points_point_insert; DROP TRIGGER packed_points_point_update; "
           "DROP TRIGGER packed_points_point_move; DROP TRIGGER packed_points_point_delete; DROP TABLE "
-          "packed_points; "
+          "packed_points; ALTER TABLE advice DROP COLUMN note; ALTER TABLE advice DROP COLUMN verified; "
           "PRAGMA user_version = 10;");
   auto reopened = ResultStore::Open(file.path());
   ASSERT_TRUE(reopened.ok()) << reopened.status().message();

@@ -66,6 +66,10 @@ CellResult EveryFieldResult() {
   advice.fp32_weight_fraction = 0.125;
   advice.runs = {{{"denoiser.blocks.0.attn"}, CellStatus::kNonfinite, "NaN at step 1 in decoder.out"},
                  {advice.islands, CellStatus::kPass, ""}};
+  advice.runs.push_back({advice.islands, CellStatus::kFail, "min_psnr 34 < 46.8"});
+  advice.runs.back().seed = 1;
+  advice.note = "the islands pass at seed 0 but do not hold at seed 1: FAIL (min_psnr 34 < 46.8)";
+  advice.verified = false;
   r.advice = advice;
   r.timings.peak_device_bytes = 1ll << 33;
   r.artifacts_dir = "/tmp/artifacts/x";
@@ -123,7 +127,10 @@ TEST(ResultStoreTest, RoundTripsEveryCellResultField) {
   EXPECT_EQ(back.judged_by, written[0].judged_by);
   ASSERT_TRUE(back.advice.has_value());
   EXPECT_EQ(back.advice->islands, written[0].advice->islands);
-  ASSERT_EQ(back.advice->runs.size(), 2u);
+  ASSERT_EQ(back.advice->runs.size(), 3u);
+  EXPECT_EQ(back.advice->runs[2].seed, std::optional<uint64_t>(1));
+  EXPECT_EQ(back.advice->note, written[0].advice->note);
+  EXPECT_FALSE(back.advice->verified);
   EXPECT_EQ(back.advice->runs[0].status, CellStatus::kNonfinite);
   EXPECT_EQ(back.advice->runs[1].islands, written[0].advice->islands);
   EXPECT_EQ(back.advice->policy_toml, written[0].advice->policy_toml);
@@ -155,7 +162,7 @@ TEST(ResultStoreTest, ReRecordingACellReplacesItsAdvice) {
   EXPECT_EQ(QueryInt(file.path(),
                      "SELECT json_array_length(islands) + 10 * "
                      "json_array_length(runs) FROM advice"),
-            11);
+            21);
   advised.advice.reset();
   ASSERT_TRUE((*store)->RecordCell("r", advised).ok());
   EXPECT_EQ(QueryInt(file.path(), "SELECT count(*) FROM advice"), 0);

@@ -435,6 +435,14 @@ CREATE TRIGGER packed_points_point_delete AFTER DELETE ON series_points BEGIN
 END;
 )sql";
 
+// v11 -> v12: the advice's note (why no island, or where the islands do not hold) and
+// whether its islands were verified (at other seeds, with FP16 headroom); older advice
+// reads as verified with no note, as it was shown. Schema only.
+constexpr const char* kMigrateV11ToV12 = R"sql(
+ALTER TABLE advice ADD COLUMN note TEXT NOT NULL DEFAULT '';
+ALTER TABLE advice ADD COLUMN verified INTEGER NOT NULL DEFAULT 1;
+)sql";
+
 // cells.latency_median_s is derived from the generation_seconds samples.
 Status FillLatencyMedians(SqliteDb& db) {
   StatusOr<SqliteStatement> read = db.Prepare(
@@ -502,11 +510,13 @@ Status MigrateV10ToV11(SqliteDb& db) {
   return PackAllRuns(db);
 }
 
+Status MigrateV11ToV12(SqliteDb& db) { return db.Exec(kMigrateV11ToV12); }
+
 // kSteps[v] takes a database from version v to v + 1.
 using MigrationStep = Status (*)(SqliteDb&);
-constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2,  MigrateV2ToV3,  MigrateV3ToV4,
-                                    MigrateV4ToV5, MigrateV5ToV6,  MigrateV6ToV7,  MigrateV7ToV8,
-                                    MigrateV8ToV9, MigrateV9ToV10, MigrateV10ToV11};
+constexpr MigrationStep kSteps[] = {MigrateV0ToV1, MigrateV1ToV2,  MigrateV2ToV3,   MigrateV3ToV4,
+                                    MigrateV4ToV5, MigrateV5ToV6,  MigrateV6ToV7,   MigrateV7ToV8,
+                                    MigrateV8ToV9, MigrateV9ToV10, MigrateV10ToV11, MigrateV11ToV12};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kStoreSchemaVersion,
               "one migration step per schema version");
 

@@ -33,7 +33,7 @@
 
 namespace framegate {
 
-constexpr int kStoreSchemaVersion = 11;
+constexpr int kStoreSchemaVersion = 12;
 
 // The version stored in the file, >= 0. Corrupt (naming the file) when it is not an
 // SQLite database, an SQLite database with tables but no framegate version (someone

@@ -96,9 +96,12 @@ def test_history_qualification_bad_input(tmp_path):
         sql(db, "UPDATE qualifications SET verdict = 'FAIL'")
 
 
-# Back from version 11 to the series_points of versions 3-9: packed_points and its triggers
-# dropped, the two point-writing triggers as those versions wrote them (store/schema.cc).
+# Back from version 12 to the series_points of versions 3-9: the advice's note and verified
+# (12) and packed_points and its triggers (11) dropped, the two point-writing triggers as
+# those versions wrote them (store/schema.cc).
 V3_POINT_TRIGGERS = """
+ALTER TABLE advice DROP COLUMN note;
+ALTER TABLE advice DROP COLUMN verified;
 DROP TRIGGER packed_points_point_insert;
 DROP TRIGGER packed_points_point_update;
 DROP TRIGGER packed_points_point_move;
@@ -130,9 +133,9 @@ def test_a_version_8_file_migrates_keeping_its_rows(tmp_path):
     db = tmp_path / "v8.db"
     r = run("db", "test-write", "--db", db, "--run-id", "old", "--cells", 3, "--finish")
     assert r.returncode == 0, r.stderr
-    # Version 8 is the current version without what 8 -> 9, 9 -> 10 and 10 -> 11 add (10: the
+    # Version 8 is the current version without what 8 -> 9 up to 11 -> 12 add (10: the
     # series_points column the two point-writing triggers fill, which had their version 3
-    # text; 11: packed_points and its triggers).
+    # text; 11: packed_points and its triggers; 12: two advice columns).
     with sqlite3.connect(db) as conn:
         conn.executescript("DROP VIEW device_verdicts; DROP TABLE qualifications; " + V3_POINT_TRIGGERS +
                            "PRAGMA user_version = 8;")
@@ -140,11 +143,11 @@ def test_a_version_8_file_migrates_keeping_its_rows(tmp_path):
     assert check.returncode == 0 and "schema version 8 (older" in check.stdout, check.stdout
     assert "qualifications" not in check.stdout
     r = run("db", "migrate", "--db", db)
-    assert r.returncode == 0 and r.stdout.strip() == f"{db}: schema version 8 -> 11", r.stdout
+    assert r.returncode == 0 and r.stdout.strip() == f"{db}: schema version 8 -> 12", r.stdout
     assert sql(db, "SELECT count(*) FROM cells WHERE run_id = 'old'") == [(3,)]
     assert sql(db, "SELECT count(*) FROM series_points p JOIN cells c ON c.id = p.cell_row") == [(3,)]
     check = run("db", "check", "--db", db)
-    assert check.returncode == 0 and "schema version 11, journal wal" in check.stdout, check.stdout
+    assert check.returncode == 0 and "schema version 12, journal wal" in check.stdout, check.stdout
     assert "  qualifications: 0" in check.stdout.splitlines()
     sql(db, "DROP VIEW device_verdicts")
     one_line_error(run("db", "check", "--db", db), "view device_verdicts missing")

@@ -95,7 +95,7 @@ def test_db_check_reports_version_and_counts(tmp_path):
     write(db, "r1", cells=5)
     r = run("db", "check", "--db", db)
     assert r.returncode == 0, r.stderr
-    assert "integrity ok, schema version 11, journal wal" in r.stdout
+    assert "integrity ok, schema version 12, journal wal" in r.stdout
     assert "  cells: 5\n" in r.stdout and "  runs: 1\n" in r.stdout and "  samples: 225\n" in r.stdout
     assert "  advice: 0\n" in r.stdout  # schema 4's table of the advisor's answers
 

@@ -44,7 +44,7 @@ def test_four_processes_writing_one_new_database_lose_nothing(tmp_path):
     assert query(db, "SELECT DISTINCT state FROM runs") == [("finished",)]
     check = subprocess.run([FRAMEGATE, "db", "check", "--db", str(db)], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
-    assert "integrity ok, schema version 11" in check.stdout
+    assert "integrity ok, schema version 12" in check.stdout
 
 
 @pytest.mark.parametrize("kill_after", [0, 1, 37, 120])
