@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI stage libtorch2: builds framegate against Debian 13 (trixie)'s LibTorch 2.6 in a
-# chroot, runs its CTest tests there (less those labelled torch_independent or
-# orchestration), and the compile-only CUDA check against LibTorch 2.6's headers. Needs
-# root (mount, chroot) and debootstrap (installed when missing).
+# chroot, runs its CTest tests there (less those labelled torch_independent,
+# orchestration or command_interface: tests/CMakeLists.txt), and the compile-only CUDA
+# check against LibTorch 2.6's headers. Needs root (mount, chroot) and debootstrap
+# (installed when missing).
 #
 # Kept between runs, outside the clone, under FRAMEGATE_TRIXIE_CACHE (default
 # /var/cache/framegate):
@@ -19,9 +20,11 @@
 # undone on every exit, a failed step included; a run killed outright leaves them, and
 # the next run removes them first.
 #
-# Options (for working in the chroot by hand; CI passes none):
+# Options (for working in the chroot by hand; CI passes --prepare-only only, see below):
 #   --keep-build   build incrementally in the existing build tree instead of a fresh one
 #   --build-only   stop after the build (no ctest, no cuda-compile)
+#   --prepare-only make (or check) the chroot and stop: ci/test.sh runs it beside the
+#                  host's build, so that the stage itself starts at its build
 #   --exec CMD...  no build: mount, run CMD in the chroot (cwd /src, under nice, same
 #                  environment as the steps), unmount; exit status is CMD's
 #
@@ -52,11 +55,13 @@ build_dir=${FRAMEGATE_LIBTORCH2_BUILD_DIR:-/var/tmp/framegate-build}  # inside t
 
 keep_build=0
 build_only=0
+prepare_only=0
 exec_cmd=()
 while (($# > 0)); do
   case $1 in
     --keep-build) keep_build=1 ;;
     --build-only) build_only=1 ;;
+    --prepare-only) prepare_only=1 ;;
     --exec)
       shift
       exec_cmd=("$@")
@@ -179,7 +184,8 @@ build() {
   [[ $keep_build == 1 ]] || rm -rf "${root:?}$build_dir"
   in_chroot ccache -M 2G >/dev/null
   in_chroot ccache -z >/dev/null  # the statistics printed below are this build's
-  in_chroot cmake -S /src -B "$build_dir" -G Ninja >"$cache/configure.log" 2>&1 || {
+  # The benchmarks are left out: they add compiles, not checks (the host builds them).
+  in_chroot cmake -S /src -B "$build_dir" -G Ninja -DFRAMEGATE_BUILD_BENCHMARKS=OFF >"$cache/configure.log" 2>&1 || {
     cat "$cache/configure.log"
     return 1
   }
@@ -189,11 +195,11 @@ build() {
 }
 
 run_ctest() {
-  # Less the Python tests labelled torch_independent or orchestration (tests/CMakeLists.txt):
-  # the host's ctest runs them; their code does not change with LibTorch, or its pipeline
-  # runs are checked here by the other tests.
+  # Less the Python tests labelled torch_independent, orchestration or command_interface
+  # (tests/CMakeLists.txt): the host's ctest runs them; their code does not change with
+  # LibTorch, or its pipeline runs are checked here by the other tests.
   in_chroot ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 1200 \
-    -LE "torch_independent|orchestration"
+    -LE "torch_independent|orchestration|command_interface"
 }
 
 cuda_compile() {
@@ -217,6 +223,7 @@ else
   step mount mount_all || finish
   step install-packages install_packages || finish
 fi
+[[ $prepare_only == 0 ]] || finish
 [[ -n "$(mounts_under "$root/src")" ]] || step mount mount_all || finish
 echo "libtorch2: $(in_chroot dpkg-query -W -f='libtorch-dev ${Version}, g++ ' libtorch-dev)$(in_chroot g++ -dumpversion)"
 if ((${#exec_cmd[@]} > 0)); then

@@ -30,6 +30,23 @@ stage() {
 }
 
 stage install bash ci/install-deps.sh --with-extras
+# The libtorch2 stage's chroot (debootstrap and Debian's archive, mostly waiting on the
+# network and the disk) is made beside the format, build and ctest stages; the stage waits
+# for it, and makes it itself if this failed.
+prepare_pid=
+prepare_log=${TMPDIR:-/tmp}/framegate-libtorch2-prepare.$$.log
+if [[ "${FRAMEGATE_LIBTORCH2:-1}" != 0 ]]; then
+  bash ci/libtorch2.sh --prepare-only >"$prepare_log" 2>&1 &
+  prepare_pid=$!
+fi
+libtorch2_stage() {
+  if [[ -n $prepare_pid ]]; then
+    wait "$prepare_pid" || echo "test.sh: preparing the chroot failed; the stage tries again"
+    sed 's/^/prepare: /' "$prepare_log"
+    rm -f "$prepare_log"
+  fi
+  bash ci/libtorch2.sh
+}
 stage format bash ci/format_check.sh
 stage build bash ci/build.sh
 stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
@@ -37,7 +54,7 @@ stage cuda-compile bash ci/cuda_compile_check.sh
 # LibTorch 2.6 in a Debian 13 chroot (ci/libtorch2.sh; root, and Debian's archive the
 # first time: docs/build.md gives its times). FRAMEGATE_LIBTORCH2=0 skips it.
 if [[ "${FRAMEGATE_LIBTORCH2:-1}" != 0 ]]; then
-  stage libtorch2 bash ci/libtorch2.sh
+  stage libtorch2 libtorch2_stage
 fi
 if [[ "${FRAMEGATE_HARDENING:-1}" != 0 ]]; then
   stage sanitizers bash ci/sanitizers.sh
