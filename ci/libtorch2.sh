@@ -198,8 +198,12 @@ run_ctest() {
   # Less the Python tests labelled torch_independent, orchestration or command_interface
   # (tests/CMakeLists.txt): the host's ctest runs them; their code does not change with
   # LibTorch, or its pipeline runs are checked here by the other tests.
+  # The unit tests run as gtest shards (ci/unit_shards.sh), not a process per test.
+  local rc=0
   in_chroot ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 1200 \
-    -LE "torch_independent|orchestration|command_interface"
+    -LE "unit|torch_independent|orchestration|command_interface" || rc=1
+  in_chroot bash -c 'cd /src && exec bash ci/unit_shards.sh "$1"' unit_shards "$build_dir" || rc=1
+  return "$rc"
 }
 
 cuda_compile() {

@@ -4,10 +4,10 @@
 # the four slow ones it excludes: docs/fuzzing.md). Any ASan report or UBSan runtime error
 # fails the run. Leak detection is off: LibTorch (not instrumented) keeps global
 # allocations until exit. docs/fuzzing.md.
-# The tests run as nproc gtest shards of the one binary, not a process per test: starting
-# the ASan binary with LibTorch takes 2.2 s, which was 920 of the 1,580 test-seconds.
-# Each shard's log is build-asan/shard-<i>.log; a failing shard's tail is printed. A shard
-# past SHARD_TIMEOUT_SECONDS (default 1800; a quiet one takes under 300) is killed and fails.
+# The tests run as nproc gtest shards of the one binary (ci/unit_shards.sh), not a process
+# per test: starting the ASan binary with LibTorch takes 2.2 s, which was 920 of the 1,580
+# test-seconds. A shard past SHARD_TIMEOUT_SECONDS (default 1800; a quiet one takes under
+# 300) is killed and fails.
 # Usage: ci/sanitizers.sh [SHARD_TIMEOUT_SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,22 +27,7 @@ excluded=$(comm -23 <(ctest --test-dir build-asan -L unit -N | test_names) \
   <(ctest --preset asan-ubsan -N | test_names) | paste -sd:)
 filter="-${excluded}"
 echo "sanitizers: every unit test but ${excluded//:/, }"
-shards=$(nproc)
-pids=()
-for ((i = 0; i < shards; ++i)); do
-  (cd build-asan/tests && GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
-    timeout "${1:-1800}" ./framegate_tests --gtest_filter="$filter" >"../shard-$i.log" 2>&1) &
-  pids+=($!)
-done
 failed=0
-for ((i = 0; i < shards; ++i)); do
-  if ! wait "${pids[$i]}"; then
-    echo "sanitizers: shard $i FAILED (build-asan/shard-$i.log):"
-    grep -E "^\[  FAILED  \]|ERROR: AddressSanitizer|runtime error|SUMMARY" "build-asan/shard-$i.log" | head -20 || true
-    tail -n 20 "build-asan/shard-$i.log"
-    failed=1
-  fi
-  grep -E "^\[  PASSED  \]" "build-asan/shard-$i.log" | sed "s/^/sanitizers: shard $i: /" || true
-done
+SHARD_TIMEOUT_SECONDS=${1:-1800} bash ci/unit_shards.sh build-asan "$filter" || failed=1
 echo "sanitizers: unit tests took $(($(date +%s) - t1)) s"
 exit "$failed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine -> installs what is needed, builds, and runs every test stage:
 #   format       every .cc/.h formatted as .clang-format says (ci/format_check.sh)
-#   ctest        every CTest test of build/ (unit, python, matrix, the include layers)
+#   ctest        every CTest test of build/ (unit as gtest shards, python, matrix, layers)
 #   sanitizers   the unit tests under ASan + UBSan (ci/sanitizers.sh, build-asan/)
 #   fuzz         each libFuzzer target for FRAMEGATE_FUZZ_SECONDS, default 30 (ci/fuzz.sh)
 #   libtorch2    build and ctest against LibTorch 2.6 in a Debian 13 chroot (ci/libtorch2.sh;
@@ -49,7 +49,15 @@ libtorch2_stage() {
 }
 stage format bash ci/format_check.sh
 stage build bash ci/build.sh
-stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200
+# Every CTest test of build/, the unit tests as gtest shards (ci/unit_shards.sh: one
+# process per test spent most of their time starting LibTorch).
+host_tests() {
+  local rc=0
+  ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1200 -LE unit || rc=1
+  bash ci/unit_shards.sh build || rc=1
+  return "$rc"
+}
+stage ctest host_tests
 stage cuda-compile bash ci/cuda_compile_check.sh
 # LibTorch 2.6 in a Debian 13 chroot (ci/libtorch2.sh; root, and Debian's archive the
 # first time: docs/build.md gives its times). FRAMEGATE_LIBTORCH2=0 skips it.
