@@ -15,7 +15,9 @@ filter=${2:-*}
   exit 1
 }
 t0=$SECONDS
-shards=$(nproc)
+# One shard per core: nproc without the OpenMP limits it honours (the LibTorch 2.6 chroot
+# sets OMP_NUM_THREADS=1 for each test process, which made nproc say 1).
+shards=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 pids=()
 for ((i = 0; i < shards; ++i)); do
   # The working directory is CTest's for these tests (gtest_discover_tests: build/tests).
