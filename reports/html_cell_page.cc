@@ -268,7 +268,8 @@ void AdvisorSection(const CellResult& r, std::ostringstream& out) {
   if (!a.found()) {
     out << "<p class=\"bad\">No set of FP32 islands tried made this cell pass.</p>";
   } else if (!a.verified) {
-    out << "<p class=\"bad\">Not verified: the islands pass at this cell's seed only.</p>";
+    out << "<p class=\"bad\">Not verified: the islands pass this cell's run but not every check "
+           "after it (the note says which).</p>";
   }
   if (!a.note.empty()) out << "<p class=\"note\">" << HtmlEscape(a.note) << "</p>";
   out << "<h3>Runs tried (" << a.runs.size()
