@@ -89,6 +89,17 @@ bool MakesUninitialised(const std::string& op) {
 // Whether `op` is an elementwise sum that returns a new tensor (Maker::magnitude_origin).
 bool IsSum(const std::string& op) { return op == "aten::add" || op == "aten::sub"; }
 
+// Whether `op` is an elementwise sum or difference of its inputs (the sums a cancellation
+// amplifies: ModuleShadow::SumSquares).
+bool IsSumOrDifference(const std::string& op) { return IsSum(op) || op == "aten::rsub"; }
+
+// Whether `op` made an offset or a mean that a difference after it may cancel: a sum (in
+// place too) or a mean.
+bool SumsOrAverages(const std::string& op) {
+  return IsSumOrDifference(op) || op == "aten::add_" || op == "aten::sub_" || op == "aten::mean" ||
+         op == "aten::sum";
+}
+
 double RootMeanSquare(const at::Tensor& value) {
   if (!value.defined() || value.numel() == 0 || !value.is_floating_point()) return 0;
   return std::sqrt(value.detach().to(at::kDouble).square().mean().item<double>());
@@ -147,7 +158,12 @@ double SoftmaxAmplification(const at::Tensor& logits) { return AmplificationOf(L
 double ModuleShadow::AmplificationAt(const std::string& site_key) const {
   const ModuleShadow& record = reference_ != nullptr ? *reference_ : *this;
   const auto found = record.softmax_logits_.find(site_key);
-  return found == record.softmax_logits_.end() ? 0 : AmplificationOf(found->second);
+  if (found != record.softmax_logits_.end()) return AmplificationOf(found->second);
+  const auto sum = record.sum_squares_.find(site_key);
+  if (sum == record.sum_squares_.end() || sum->second.fed_by_a_sum || !(sum->second.outputs > 0)) return 0;
+  const double k_squared = sum->second.inputs / sum->second.outputs;
+  if (!std::isfinite(k_squared) || k_squared >= kCancellingOffset * kCancellingOffset) return 0;
+  return std::sqrt(1 + k_squared);
 }
 
 void SortByExcess(std::vector<IsolatedError>& errors) {
@@ -211,12 +227,15 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     copy_maker_ = maker != nullptr ? *maker : Maker{};
   }
   // Only the recorded FP32 run's magnitude origins are read (RecordNormInput, carriers_).
-  if (mode_ == Mode::kRecord && site.kind == GraphSite::Kind::kOp && IsSum(site.op) &&
+  if (mode_ == Mode::kRecord && site.kind == GraphSite::Kind::kOp && IsSumOrDifference(site.op) &&
       steps_.count(step_) > 0 && Probed(value)) {
-    if (input_index == 0) sum_inputs_ = SumInputs{};
+    if (input_index == 0) sum_inputs_ = SumInputs{}, pending_sum_ = SumSquares{};
     const double rms = RootMeanSquare(value);
-    if (rms > sum_inputs_.rms) {
-      const Maker* maker = makers_.Find(value);
+    const Maker* maker = makers_.Find(value);
+    pending_sum_.inputs += rms * rms;
+    pending_sum_.fed_by_a_sum =
+        pending_sum_.fed_by_a_sum || (maker != nullptr && SumsOrAverages(maker->site.op));
+    if (IsSum(site.op) && rms > sum_inputs_.rms) {
       sum_inputs_ = SumInputs{rms, maker != nullptr ? maker->magnitude_origin : OpSite{}};
     }
   }
@@ -378,6 +397,13 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
       sums.deviations += pending_logits_.deviations;
     }
     pending_logits_ = LogitSums{};
+    if (IsSumOrDifference(site.op) && output_index == 0 && pending_sum_.inputs > 0) {
+      SumSquares& sums = sum_squares_[SiteKey(path, site.op, /*upcoming=*/false)];
+      sums.inputs += pending_sum_.inputs * static_cast<double>(out.numel());
+      sums.outputs += out.detach().to(at::kDouble).square().sum().item<double>();
+      sums.fed_by_a_sum = sums.fed_by_a_sum || pending_sum_.fed_by_a_sum;
+    }
+    pending_sum_ = SumSquares{};
     const int64_t bytes = out.numel() * 4;
     if (bytes_ + bytes > max_bytes_) {
       truncated_ = true;

@@ -45,6 +45,16 @@
 // whose offset the softmax cancels (their root mean square kCancellingOffset times their
 // spread or more: keys with a bias of 300): like a norm's, that rounding is the op's error.
 //
+// An elementwise sum (add, sub, rsub) returns its inputs' rounding relative to its output:
+// when it cancels them, amplified by k = |inputs| / |output| (root sums of squares, each
+// input broadcast to the output's shape; `1 - alpha` of a sigmoid's 0.75: 3x), a property
+// of the model's values as a softmax's logits are. kRecord keeps each sum site's squares,
+// and the site is predicted its input's roundoff times sqrt(1 + k^2) (the inputs' rounding
+// amplified, and its own). Except a sum fed by a sum or a mean (an offset added, then
+// taken away: `(z + 64) - 64`, `x - x.mean()`), or one that cancels kCancellingOffset
+// times its output or more (3 bits, as a norm's offset: a blend weight of 0.9995): that
+// cancellation is the op's error.
+//
 // A norm (norm_ops.h) cancels its input's mean: when that mean stands far from the
 // input's spread, the rounding of it (the input's error, within its precision) comes back
 // at full scale in the norm's output, and the norm's isolated error is made by the op that
@@ -302,7 +312,20 @@ class ModuleShadow : public GraphObserver {
   std::map<std::string, NormInput> norm_inputs_;     // SiteKey -> its input (kRecord)
   std::map<std::string, LogitSums> softmax_logits_;  // SiteKey -> sums over its calls (kRecord)
   LogitSums pending_logits_;  // kRecord: the softmax under way's, until its output shows its dimension
-  // A softmax site's SoftmaxAmplification (recorded by kRecord); 0 when not recorded.
+  // An elementwise sum's squares, pooled over its calls (kRecord): its inputs' (each
+  // broadcast to its output's shape) and its outputs', and whether an input was made by a
+  // sum or a mean.
+  struct SumSquares {
+    double inputs = 0, outputs = 0;
+    bool fed_by_a_sum = false;
+  };
+  std::map<std::string, SumSquares> sum_squares_;  // SiteKey -> sums over its calls (kRecord)
+  // kRecord: the sum under way's inputs: their mean squares added (`inputs`), until its
+  // output shows their broadcast shape.
+  SumSquares pending_sum_;
+  // What a site's compute amplifies of its inputs' relative rounding (recorded by kRecord):
+  // a softmax's SoftmaxAmplification, an elementwise sum's sqrt(1 + k^2) unless fed by a sum
+  // or a mean or k >= kCancellingOffset; 0 when not recorded.
   double AmplificationAt(const std::string& site_key) const;
   struct Maker {
     OpSite site;

@@ -147,6 +147,31 @@ def forward(self, x):
   EXPECT_GT(SoftmaxAmplification(torch::randn({4, 16}) * 8 + 20), 4);
 }
 
+// A blend's `1 - alpha` of a sigmoid at 0.75 (SVD's time-mix) returns alpha's FP16 rounding
+// three times larger relative to its output: it is predicted that amplification, the model's
+// own, not made by the op (1.87x the roundoff alone). The sum of MakeCancellingChain, fed
+// by a sum, is predicted the roundoff alone.
+TEST(ModuleShadowTest, ADifferenceIsPredictedItsInputsAmplificationUnlessASumMadeThem) {
+  jit::Module root("Blend");
+  root.register_module("mix", Leaf("Mix", "1.0 - torch.sigmoid(x * 0.0 + 1.1)"));
+  root.define(R"JIT(
+def forward(self, x):
+    return self.mix.forward(x)
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  const at::Tensor x = torch::ones({2, 4});
+  const std::vector<IsolatedError> errors = ShadowErrors(root, *instrumentation, Fp16Emulated(), x);
+  const double roundoff = std::ldexp(1.0, -11);
+  // TorchScript writes `1.0 - a` as `-a + 1.0`.
+  const auto blend = std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) {
+    return e.op == "aten::add" && e.input_maker == OpSite{"m.mix", "aten::neg"};
+  });
+  ASSERT_NE(blend, errors.end());
+  EXPECT_GT(blend->error, 1.5 * roundoff);
+  EXPECT_GT(blend->predicted, 3 * roundoff);  // sqrt(1 + 3^2) roundoffs
+  EXPECT_LT(blend->Excess(), 1);
+}
+
 // A causal conv's padding, `torch.cat(pads + [x])`, takes a list the graph builds by
 // list ops, not prim::ListConstruct: its elements have no hook and come in as the policy
 // run made them, carrying the cancellation's error. That is not the cat's: not measured.
