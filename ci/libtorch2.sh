@@ -185,7 +185,11 @@ build() {
   in_chroot ccache -M 2G >/dev/null
   in_chroot ccache -z >/dev/null  # the statistics printed below are this build's
   # The benchmarks are left out: they add compiles, not checks (the host builds them).
-  in_chroot cmake -S /src -B "$build_dir" -G Ninja -DFRAMEGATE_BUILD_BENCHMARKS=OFF >"$cache/configure.log" 2>&1 || {
+  # -O2 without -g (the host's RelWithDebInfo less its debug info, which took 40% of a
+  # compile: 13.1 s against 7.8 s for runners/cell_runner.cc): the same code, compiled
+  # for its tests' results only.
+  in_chroot cmake -S /src -B "$build_dir" -G Ninja -DFRAMEGATE_BUILD_BENCHMARKS=OFF \
+    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" >"$cache/configure.log" 2>&1 || {
     cat "$cache/configure.log"
     return 1
   }
