@@ -153,8 +153,8 @@ ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double fact
       b.bound -= 20 * std::log10(factor);
     } else if (!b.is_min) {
       b.bound *= factor;
-    } else {
-      b.bound = std::max(1 - factor * (1 - b.bound), 0.0);
+    } else {  // a similarity's distance from 1 is the square of an amplitude error's
+      b.bound = std::max(1 - factor * factor * (1 - b.bound), 0.0);
     }
   }
   return wider;

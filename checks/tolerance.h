@@ -62,13 +62,15 @@ std::optional<ToleranceViolation> FirstViolation(const ToleranceProfile& profile
 
 // `profile` allowing `factor` times the error of each bound: min_psnr 20 log10(factor) dB
 // lower; the error maxima (max_abs, max_rel_l2, max_temporal_rel_l2, max_fp64_ratio)
-// times factor; the similarities' distance from 1 (SSIMs, latent cosine) times factor,
-// no floor below 0. Named "NAME x<factor>".
+// times factor; the similarities' distance from 1 (SSIMs, latent cosine) times factor^2,
+// no floor below 0: that distance grows as the square of the error (1 - cos t ~ t^2 / 2;
+// 1 - SSIM ~ the error's variance over the frame's), as the population bounds' 4x the
+// worst distance is their 2x the error. Named "NAME x<factor>".
 ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double factor);
 
-// The error `value` of `bound`'s metric stands for, in the units AllowingErrorTimes
-// scales: min_psnr's amplitude 10^(-value/20), an error maximum itself, a similarity's
-// distance from 1. Larger is worse.
+// The error `value` of `bound`'s metric stands for: min_psnr's amplitude 10^(-value/20),
+// an error maximum itself, a similarity's distance from 1 (an error's square). Larger is
+// worse.
 double ErrorOf(const ToleranceBound& bound, double value);
 
 // `metrics`' value of the metric `name` (a NamedMetrics() name); NaN when it has none.
