@@ -229,7 +229,10 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   // Only the recorded FP32 run's magnitude origins are read (RecordNormInput, carriers_).
   if (mode_ == Mode::kRecord && site.kind == GraphSite::Kind::kOp && IsSumOrDifference(site.op) &&
       steps_.count(step_) > 0 && Probed(value)) {
-    if (input_index == 0) sum_inputs_ = SumInputs{}, pending_sum_ = SumSquares{};
+    if (input_index == 0) {
+      sum_inputs_ = SumInputs{};
+      pending_sum_ = SumSquares{};
+    }
     const double rms = RootMeanSquare(value);
     const Maker* maker = makers_.Find(value);
     pending_sum_.inputs += rms * rms;
