@@ -149,14 +149,16 @@ def forward(self, x):
 
 // A blend's `1 - alpha` of a sigmoid at 0.75 (SVD's time-mix) returns alpha's FP16 rounding
 // three times larger relative to its output: it is predicted that amplification, the model's
-// own, not made by the op (1.87x the roundoff alone). The sum of MakeCancellingChain, fed
-// by a sum, is predicted the roundoff alone.
+// own, not made by the op (1.87x the roundoff alone). One of alpha 0.9995 cancels 2000x,
+// past 8x: the roundoff alone, its cancellation the op's error. (The sum of
+// MakeCancellingChain, fed by a sum, is predicted the roundoff alone: the first test.)
 TEST(ModuleShadowTest, ADifferenceIsPredictedItsInputsAmplificationUnlessASumMadeThem) {
   jit::Module root("Blend");
   root.register_module("mix", Leaf("Mix", "1.0 - torch.sigmoid(x * 0.0 + 1.1)"));
+  root.register_module("steep", Leaf("Steep", "1.0 - torch.sigmoid(x * 0.0 + 7.6)"));
   root.define(R"JIT(
 def forward(self, x):
-    return self.mix.forward(x)
+    return self.mix.forward(x) + self.steep.forward(x)
 )JIT");
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
   const at::Tensor x = torch::ones({2, 4});
@@ -170,6 +172,12 @@ def forward(self, x):
   EXPECT_GT(blend->error, 1.5 * roundoff);
   EXPECT_GT(blend->predicted, 3 * roundoff);  // sqrt(1 + 3^2) roundoffs
   EXPECT_LT(blend->Excess(), 1);
+  const auto steep = std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) {
+    return e.op == "aten::add" && e.input_maker == OpSite{"m.steep", "aten::neg"};
+  });
+  ASSERT_NE(steep, errors.end());
+  EXPECT_EQ(steep->predicted, roundoff);
+  EXPECT_GT(steep->Excess(), 2);  // a cause
 }
 
 // A causal conv's padding, `torch.cat(pads + [x])`, takes a list the graph builds by
