@@ -165,7 +165,12 @@ double CalibratedBound(const std::string& metric, double reference, double noise
   const CalibratedMetric* m = FindMetric(metric);
   if (m == nullptr) return std::numeric_limits<double>::quiet_NaN();
   const double noise_error = std::max(ErrorOf(m->form, noise), kCalibrationNoiseMinimum);
-  return ValueOf(m->form, multiplier * ErrorOf(m->form, reference) + noise_error);
+  if (m->form != ErrorForm::kSimilarity)
+    return ValueOf(m->form, multiplier * ErrorOf(m->form, reference) + noise_error);
+  // A similarity's distance from 1 is the square of an error (tolerance.h): m x the error
+  // is m^2 x the distance; no bound below 0, as AllowingErrorTimes.
+  const double distance = multiplier * multiplier * ErrorOf(m->form, reference) + noise_error;
+  return std::max(ValueOf(m->form, distance), 0.0);
 }
 
 double StepBudget(const Calibration& c, const std::string& device) {

@@ -25,9 +25,11 @@ TEST(CalibrationTest, TheBoundIsTwiceTheReferenceErrorPlusTheNoiseFloor) {
   EXPECT_NEAR(CalibratedBound("min_psnr", 40.0, kInf, 2.0), 40.0 - 20 * std::log10(2.0), 1e-3);
   const double with_noise = -20 * std::log10(2 * 0.01 + 0.001);  // 40 dB and 60 dB
   EXPECT_NEAR(CalibratedBound("min_psnr", 40.0, 60.0, 2.0), with_noise, 1e-9);
-  // Similarities: their distance from 1.
-  EXPECT_NEAR(CalibratedBound("latent_cosine", 0.999, 1.0, 2.0), 1 - 0.002 - kCalibrationNoiseMinimum, 1e-12);
-  EXPECT_NEAR(CalibratedBound("mean_ssim", 0.99, 0.9999, 2.0), 1 - 0.02 - 0.0001, 1e-12);
+  // Similarities: their distance from 1, the square of an error: 2x the error is 4x it.
+  EXPECT_NEAR(CalibratedBound("latent_cosine", 0.999, 1.0, 2.0), 1 - 0.004 - kCalibrationNoiseMinimum, 1e-12);
+  EXPECT_NEAR(CalibratedBound("mean_ssim", 0.99, 0.9999, 2.0), 1 - 0.04 - 0.0001, 1e-12);
+  EXPECT_NEAR(CalibratedBound("min_ssim", 0.99, 1.0, 3.0), 1 - 0.09 - kCalibrationNoiseMinimum, 1e-12);
+  EXPECT_EQ(CalibratedBound("latent_cosine", 0.7, 1.0, 2.0), 0.0);  // 4 x 0.3: no bound below 0
   // An exact model (fp32 against its own golden) still allows float32's resolution.
   EXPECT_NEAR(CalibratedBound("min_psnr", kInf, kInf, 2.0), 120.0, 1e-9);
   EXPECT_TRUE(std::isnan(CalibratedBound("fp64_error_ratio", 1, 1, 2)));
