@@ -29,9 +29,13 @@ int RunMake(const GoldenOptions& o) {
   StatusOr<PipelineSpec> spec = o.pipeline.ToSpec();
   if (!spec.ok()) return ReportError(spec.status());
   const std::string command = GoldenMakeCommand(*spec, o.golden_dir);
-  StatusOr<std::string> path = GoldenStore(o.golden_dir).Make(*spec, command);
-  if (!path.ok()) return ReportError(path.status());
-  std::cout << "wrote " << *path << "\n";
+  StatusOr<GoldenStore::Made> made = GoldenStore(o.golden_dir).Make(*spec, command);
+  if (!made.ok()) return ReportError(made.status());
+  if (made->kept) {
+    std::cout << "kept " << made->path << ": it holds this run's frames, latents and steps already\n";
+  } else {
+    std::cout << "wrote " << made->path << "\n";
+  }
   return kExitOk;
 }
 

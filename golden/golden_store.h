@@ -50,11 +50,19 @@ class GoldenStore {
   const std::string& dir() const { return dir_; }
   std::string PathFor(const GoldenKey& key) const { return dir_ + "/" + key.FileName(); }
 
+  struct Made {
+    std::string path;
+    // The folder held an intact golden of this config with the same frames, latents and
+    // trajectory, value for value: that file is kept as it was (its sha256, which a model's
+    // calibration names, and its date), not rewritten.
+    bool kept = false;
+  };
   // Runs `spec` in FP32 on spec.device (the reference device), writes the golden and
   // its manifest entry (under a lock on the manifest: processes may make goldens into one
-  // folder at once). InvalidInput for a non-FP32 policy;
-  // Internal when the FP32 run itself fails or is not finite. Returns the file's path.
-  StatusOr<std::string> Make(const PipelineSpec& spec, const std::string& command) const;
+  // folder at once), unless it is kept (above); a stored golden that differs, is damaged
+  // or lacks the trajectory is replaced. InvalidInput for a non-FP32 policy;
+  // Internal when the FP32 run itself fails or is not finite.
+  StatusOr<Made> Make(const PipelineSpec& spec, const std::string& command) const;
 
   // Loads the golden of `key`: NotFound (with the make command in the message) when
   // there is none; Corrupt naming the file when its sha256 differs from the manifest's,

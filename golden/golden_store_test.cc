@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/sha256.h"
+
 namespace framegate {
 namespace {
 
@@ -34,8 +36,10 @@ TEST_F(GoldenStoreTest, MakeThenLoadMatchesTheRun) {
   StatusOr<GoldenKey> key = GoldenKeyOf(spec_);
   ASSERT_TRUE(key.ok());
   EXPECT_EQ(store.Load(*key).status().code(), Status::Code::kNotFound);
-  StatusOr<std::string> path = store.Make(spec_, "test");
-  ASSERT_TRUE(path.ok()) << path.status().message();
+  StatusOr<GoldenStore::Made> made = store.Make(spec_, "test");
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_FALSE(made->kept);
+  EXPECT_EQ(made->path, store.PathFor(*key));
   StatusOr<Golden> golden = store.Load(*key);
   ASSERT_TRUE(golden.ok()) << golden.status().message();
   StatusOr<PipelineOutcome> rerun = RunPipeline(spec_);
@@ -72,6 +76,32 @@ TEST_F(GoldenStoreTest, ChangedConfigOrBytesAreNeverASilentPass) {
   ASSERT_TRUE(store.CheckAll(&problems).ok());
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find(key.FileName()), std::string::npos);
+}
+
+// A calibration names its goldens' sha256: making a golden again must not change the file
+// when the run is the same, and must replace one that is damaged.
+TEST_F(GoldenStoreTest, MakingTheSameGoldenAgainKeepsTheFileAndReplacesADamagedOne) {
+  GoldenStore store(dir_);
+  const GoldenKey key = *GoldenKeyOf(spec_);
+  ASSERT_TRUE(store.Make(spec_, "first").ok());
+  const std::string sha = *Sha256File(store.PathFor(key));
+  const std::string made_at = store.Load(key)->provenance.created_at;
+  StatusOr<GoldenStore::Made> again = store.Make(spec_, "second");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->kept);
+  EXPECT_EQ(*Sha256File(store.PathFor(key)), sha);
+  EXPECT_EQ(store.Load(key)->provenance.command, "first");
+  EXPECT_EQ(store.Load(key)->provenance.created_at, made_at);
+  {  // damage the file: the next make writes it anew
+    std::fstream f(store.PathFor(key), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  StatusOr<GoldenStore::Made> repaired = store.Make(spec_, "third");
+  ASSERT_TRUE(repaired.ok()) << repaired.status().message();
+  EXPECT_FALSE(repaired->kept);
+  ASSERT_TRUE(store.Load(key).ok());
+  EXPECT_EQ(store.Load(key)->provenance.command, "third");
 }
 
 TEST_F(GoldenStoreTest, AFaultCaseIsAnotherModelWithItsOwnGolden) {

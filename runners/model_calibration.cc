@@ -145,9 +145,9 @@ Status GoldensOf(const CalibrateOptions& o, CalibrationOutcome* out, GoldenKey* 
     if (!std::filesystem::exists(path)) {
       PipelineSpec spec = resolved->spec;
       spec.device = "cpu";
-      StatusOr<std::string> made = store.Make(spec, GoldenMakeCommand(spec, o.golden_dir));
+      StatusOr<GoldenStore::Made> made = store.Make(spec, GoldenMakeCommand(spec, o.golden_dir));
       if (!made.ok()) return made.status();
-      out->goldens_made.push_back(*made);
+      out->goldens_made.push_back(made->path);
     }
     StatusOr<std::string> sha = Sha256File(path);
     if (!sha.ok()) return sha.status();

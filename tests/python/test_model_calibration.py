@@ -89,6 +89,17 @@ def test_check_names_the_calibration_as_the_judge(calibrated, tmp_path):
     assert cells["bf16"]["judged_by"] == "profile bf16"
 
 
+def test_making_a_golden_again_keeps_its_file_and_so_the_calibration(calibrated, tmp_path):
+    root, _ = calibrated
+    goldens = tmp_path / "goldens"
+    shutil.copytree(root / "goldens", goldens)
+    r = run("golden", "make", "--model", root / "built" / "clean", "--seed", 0, "--golden-dir", goldens,
+            "--threads", "1")
+    assert r.returncode == 0 and r.stdout.startswith("kept "), r.stdout + r.stderr
+    _, cells = check(root / "built" / "clean", goldens, tmp_path)
+    assert cells["bf16"]["judged_by"].startswith("calibration " + str(goldens)), cells["bf16"]["judged_by"]
+
+
 def test_a_changed_model_falls_back_to_the_profile_and_says_the_calibration_is_stale(calibrated, tmp_path):
     pkg, goldens = package_copy(calibrated, tmp_path)
     with open(pkg / "model.toml", "a") as f:
