@@ -69,7 +69,7 @@ json EntryToJson(const GoldenStore::Entry& e) {
 
 // Both undefined (a version 1 golden's trajectory, a run that kept none), or the same
 // shape, dtype and values.
-bool BitEqual(const at::Tensor& a, const at::Tensor& b) {
+bool SameValues(const at::Tensor& a, const at::Tensor& b) {
   if (!a.defined() || !b.defined()) return a.defined() == b.defined();
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b);
 }
@@ -160,9 +160,9 @@ StatusOr<GoldenStore::Made> GoldenStore::Make(const PipelineSpec& spec, const st
     return Status::Internal("the FP32 reference run is not finite: no golden written");
   }
   const std::string path = PathFor(*key);
-  if (StatusOr<Golden> stored = Load(*key); stored.ok() && BitEqual(stored->frames, result.frames) &&
-                                            BitEqual(stored->latents, result.latents) &&
-                                            BitEqual(stored->trajectory, result.trajectory)) {
+  if (StatusOr<Golden> stored = Load(*key); stored.ok() && SameValues(stored->frames, result.frames) &&
+                                            SameValues(stored->latents, result.latents) &&
+                                            SameValues(stored->trajectory, result.trajectory)) {
     return Made{path, /*kept=*/true};
   }
   std::error_code ec;
