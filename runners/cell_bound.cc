@@ -133,7 +133,8 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
   if (!calibration.ok()) return calibration.status();
   const std::string stale = StaleReason(*calibration, cell, golden_path);
   if (!stale.empty()) {
-    fallback.judged_by += " (calibration " + path + " is stale: " + stale + ")";
+    fallback.judged_by +=
+        " (calibration " + path + " is stale: " + stale + "; run framegate calibrate again)";
     return fallback;
   }
   if (cell.spec.policy.name == Fp32Policy().name)

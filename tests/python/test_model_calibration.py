@@ -108,6 +108,7 @@ def test_a_changed_model_falls_back_to_the_profile_and_says_the_calibration_is_s
     assert cells["bf16"]["status"] == "PASS"
     judged = cells["bf16"]["judged_by"]
     assert judged.startswith("profile bf16 (calibration ") and "is stale: model.toml changed" in judged, judged
+    assert judged.endswith("; run framegate calibrate again)"), judged
 
 
 def test_a_corrupt_calibration_file_is_a_one_line_error_naming_it(calibrated, tmp_path):
