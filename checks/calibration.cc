@@ -14,54 +14,21 @@
 namespace framegate {
 namespace {
 
-// How a metric turns into an error that the rule can scale: kPsnr (RMS error
-// 10^(-dB/20)), kSimilarity (1 - value), kError (the value).
-enum class ErrorForm { kPsnr, kSimilarity, kError };
+// The metrics a calibration bounds (NamedMetrics() names, also the calibration file's keys)
+// and whether each is a minimum (PSNR, similarities) or a maximum (errors).
+const std::vector<ToleranceBound>& CalibratedMetrics() {
+  static const std::vector<ToleranceBound> metrics = {
+      {"min_psnr", true, 0}, {"mean_ssim", true, 0},        {"min_ssim", true, 0},      {"max_abs", false, 0},
+      {"rel_l2", false, 0},  {"temporal_rel_l2", false, 0}, {"latent_cosine", true, 0},
+  };
+  return metrics;
+}
 
-struct CalibratedMetric {
-  const char* metric;  // NamedMetrics() name, also the calibration file's key
-  const char* bound_key;
-  ErrorForm form;
-};
-constexpr CalibratedMetric kMetrics[] = {
-    {"min_psnr", "min_psnr", ErrorForm::kPsnr},
-    {"mean_ssim", "min_mean_ssim", ErrorForm::kSimilarity},
-    {"min_ssim", "min_ssim", ErrorForm::kSimilarity},
-    {"max_abs", "max_abs", ErrorForm::kError},
-    {"rel_l2", "max_rel_l2", ErrorForm::kError},
-    {"temporal_rel_l2", "max_temporal_rel_l2", ErrorForm::kError},
-    {"latent_cosine", "min_latent_cosine", ErrorForm::kSimilarity},
-};
-
-const CalibratedMetric* FindMetric(const std::string& name) {
-  for (const CalibratedMetric& m : kMetrics) {
+const ToleranceBound* FindMetric(const std::string& name) {
+  for (const ToleranceBound& m : CalibratedMetrics()) {
     if (name == m.metric) return &m;
   }
   return nullptr;
-}
-
-double ErrorOf(ErrorForm form, double value) {
-  switch (form) {
-    case ErrorForm::kPsnr:
-      return std::pow(10.0, -value / 20.0);  // +inf dB (exact) -> 0
-    case ErrorForm::kSimilarity:
-      return 1.0 - value;
-    case ErrorForm::kError:
-      return value;
-  }
-  return value;
-}
-
-double ValueOf(ErrorForm form, double error) {
-  switch (form) {
-    case ErrorForm::kPsnr:
-      return -20.0 * std::log10(error);
-    case ErrorForm::kSimilarity:
-      return 1.0 - error;
-    case ErrorForm::kError:
-      return error;
-  }
-  return error;
 }
 
 std::string Number(double v) {
@@ -90,7 +57,7 @@ void WriteMetrics(const std::vector<NamedMetric>& metrics, std::ostringstream& o
 // The metric keys of `table` (other keys are the caller's); Corrupt on a bad one.
 Status ReadMetrics(const toml::table& table, const std::string& source,
                    const std::set<std::string>& other_keys, std::vector<NamedMetric>* out) {
-  for (const CalibratedMetric& m : kMetrics) {
+  for (const ToleranceBound& m : CalibratedMetrics()) {
     const toml::node* v = table.get(m.metric);
     if (v == nullptr) continue;
     const std::optional<double> number = v->value<double>();
@@ -148,7 +115,7 @@ Status ReadPolicies(const toml::table& root, const std::string& source, Calibrat
 
 void KeepWorst(const ComparisonMetrics& metrics, std::vector<NamedMetric>* worst) {
   for (const NamedMetric& m : NamedMetrics(metrics)) {
-    const CalibratedMetric* known = FindMetric(m.name);
+    const ToleranceBound* known = FindMetric(m.name);
     if (known == nullptr) continue;  // fp64_error_ratio
     auto kept =
         std::find_if(worst->begin(), worst->end(), [&](const NamedMetric& w) { return w.name == m.name; });
@@ -156,21 +123,16 @@ void KeepWorst(const ComparisonMetrics& metrics, std::vector<NamedMetric>* worst
       worst->push_back(m);
       continue;
     }
-    const double e_new = ErrorOf(known->form, m.value), e_old = ErrorOf(known->form, kept->value);
+    const double e_new = ErrorOf(*known, m.value), e_old = ErrorOf(*known, kept->value);
     if (std::isnan(e_new) || (!std::isnan(e_old) && e_new > e_old)) kept->value = m.value;
   }
 }
 
 double CalibratedBound(const std::string& metric, double reference, double noise, double multiplier) {
-  const CalibratedMetric* m = FindMetric(metric);
+  const ToleranceBound* m = FindMetric(metric);
   if (m == nullptr) return std::numeric_limits<double>::quiet_NaN();
-  const double noise_error = std::max(ErrorOf(m->form, noise), kCalibrationNoiseMinimum);
-  if (m->form != ErrorForm::kSimilarity)
-    return ValueOf(m->form, multiplier * ErrorOf(m->form, reference) + noise_error);
-  // A similarity's distance from 1 is the square of an error (tolerance.h): m x the error
-  // is m^2 x the distance; no bound below 0, as AllowingErrorTimes.
-  const double distance = multiplier * multiplier * ErrorOf(m->form, reference) + noise_error;
-  return std::max(ValueOf(m->form, distance), 0.0);
+  const double noise_error = std::max(ErrorOf(*m, noise), kCalibrationNoiseMinimum);
+  return ValueOfError(*m, ErrorTimes(*m, ErrorOf(*m, reference), multiplier) + noise_error);
 }
 
 double StepBudget(const Calibration& c, const std::string& device) {
@@ -190,16 +152,14 @@ StatusOr<ToleranceProfile> CalibratedProfile(const Calibration& c, const std::st
   ToleranceProfile profile;
   profile.name = "calibration";
   for (const NamedMetric& worst : found->second.worst) {
-    const CalibratedMetric* m = FindMetric(worst.name);
+    const ToleranceBound* m = FindMetric(worst.name);
     if (m == nullptr || std::isnan(worst.value)) continue;
-    double noise = m->form == ErrorForm::kPsnr ? std::numeric_limits<double>::infinity()
-                                               : ValueOf(m->form, 0.0);  // no noise measured
+    double noise = ValueOfError(*m, 0.0);  // no noise measured
     for (const NamedMetric& n : c.noise_floor) {
       if (n.name == worst.name) noise = n.value;
     }
-    const bool is_min = m->form != ErrorForm::kError;
     profile.bounds.push_back(
-        {worst.name, is_min, CalibratedBound(worst.name, worst.value, noise, c.multiplier)});
+        {worst.name, m->is_min, CalibratedBound(worst.name, worst.value, noise, c.multiplier)});
   }
   return profile;
 }

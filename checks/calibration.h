@@ -41,9 +41,9 @@ namespace framegate {
 // plus the FP32 noise floor. Errors: max_abs, rel_l2, temporal_rel_l2 as they are; the
 // RMS error 10^(-psnr/20) for min_psnr (so with no noise min_psnr >= worst - 6.02 dB);
 // for mean_ssim, min_ssim, latent_cosine their distance 1 - value, which is the square of
-// an error, so m x the error is m^2 x that distance (as AllowingErrorTimes). The noise floor is at least
-// kCalibrationNoiseMinimum in these units (float32's own resolution, 120 dB), so that a
-// model measured exact on one machine is not held to exactness on another.
+// an error, so m x the error is m^2 x that distance (tolerance.h's ErrorTimes). The noise
+// floor is at least kCalibrationNoiseMinimum in these units (float32's own resolution,
+// 120 dB), so that a model measured exact on one machine is not held to exactness on another.
 constexpr double kCalibrationMultiplier = 2.0;
 constexpr double kCalibrationNoiseMinimum = 1e-6;
 

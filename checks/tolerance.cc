@@ -148,21 +148,24 @@ ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double fact
   char name[64];
   std::snprintf(name, sizeof name, " x%g", factor);
   wider.name += name;
-  for (ToleranceBound& b : wider.bounds) {
-    if (b.metric == "min_psnr") {
-      b.bound -= 20 * std::log10(factor);
-    } else if (!b.is_min) {
-      b.bound *= factor;
-    } else {  // a similarity's distance from 1 is the square of an amplitude error's
-      b.bound = std::max(1 - factor * factor * (1 - b.bound), 0.0);
-    }
-  }
+  for (ToleranceBound& b : wider.bounds)
+    b.bound = ValueOfError(b, ErrorTimes(b, ErrorOf(b, b.bound), factor));
   return wider;
 }
 
 double ErrorOf(const ToleranceBound& bound, double value) {
-  if (bound.metric == "min_psnr") return std::pow(10.0, -value / 20);
+  if (bound.metric == "min_psnr") return std::pow(10.0, -value / 20);  // +inf dB (exact) -> 0
   return bound.is_min ? 1 - value : value;
+}
+
+double ValueOfError(const ToleranceBound& bound, double error) {
+  if (bound.metric == "min_psnr") return -20 * std::log10(error);
+  return bound.is_min ? std::max(1 - error, 0.0) : error;
+}
+
+double ErrorTimes(const ToleranceBound& bound, double error, double factor) {
+  const bool similarity = bound.is_min && bound.metric != "min_psnr";  // its distance is an error squared
+  return (similarity ? factor * factor : factor) * error;
 }
 
 double MetricValue(const ComparisonMetrics& metrics, const std::string& name) {

@@ -72,6 +72,12 @@ ToleranceProfile AllowingErrorTimes(const ToleranceProfile& profile, double fact
 // an error maximum itself, a similarity's distance from 1 (an error's square). Larger is
 // worse.
 double ErrorOf(const ToleranceBound& bound, double value);
+// The value of `bound`'s metric whose ErrorOf is `error` (its inverse); a similarity no
+// lower than 0.
+double ValueOfError(const ToleranceBound& bound, double error);
+// ErrorOf units of `bound`'s metric when the amplitude error `error` stands for grows `factor`
+// times: factor x a PSNR's or an error maximum's, factor^2 x a similarity's distance.
+double ErrorTimes(const ToleranceBound& bound, double error, double factor);
 
 // `metrics`' value of the metric `name` (a NamedMetrics() name); NaN when it has none.
 double MetricValue(const ComparisonMetrics& metrics, const std::string& name);

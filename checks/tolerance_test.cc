@@ -1,6 +1,7 @@
 #include "checks/tolerance.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -77,6 +78,8 @@ TEST(ToleranceTest, AllowingErrorTimesScalesEveryBoundByTheError) {
   EXPECT_EQ(FirstViolation(wider, Metrics(23.9, 0.15))->Reason(), "min_psnr 23.9 < 23.9794");
 }
 
+// ErrorOf, ValueOfError and ErrorTimes are what AllowingErrorTimes (and a calibrated
+// bound) are made of: a value's error, scaled, and back.
 TEST(ToleranceTest, ErrorOfAValueIsWhatAllowingErrorTimesScales) {
   StatusOr<std::vector<ToleranceProfile>> p =
       ParseToleranceProfiles("[profile.x]\nmin_psnr = 30.0\nmin_ssim = 0.9\nmax_abs = 0.1\n", "t.toml");
@@ -84,10 +87,13 @@ TEST(ToleranceTest, ErrorOfAValueIsWhatAllowingErrorTimesScales) {
   const ToleranceProfile wider = AllowingErrorTimes(p->at(0), 2);
   for (size_t i = 0; i < wider.bounds.size(); ++i) {
     const ToleranceBound& b = p->at(0).bounds[i];
-    const bool similarity = b.is_min && b.metric != "min_psnr";  // its distance: the error squared
-    const double times = similarity ? 4 : 2;
+    const double times = b.metric == "min_ssim" ? 4 : 2;  // a similarity's distance: the error squared
+    EXPECT_NEAR(ErrorTimes(b, 1.0, 2), times, 1e-12) << b.metric;
     EXPECT_NEAR(ErrorOf(b, wider.bounds[i].bound), times * ErrorOf(b, b.bound), 1e-12) << b.metric;
+    EXPECT_NEAR(ValueOfError(b, ErrorOf(b, b.bound)), b.bound, 1e-12) << b.metric;
   }
+  EXPECT_EQ(ValueOfError(p->at(0).bounds[0], 0), std::numeric_limits<double>::infinity());  // exact: +inf dB
+  EXPECT_EQ(ValueOfError(p->at(0).bounds[1], 1.5), 0.0);  // a similarity's bound is never below 0
   const ComparisonMetrics m = Metrics(25, 0.15);
   EXPECT_DOUBLE_EQ(MetricValue(m, "min_psnr"), 25);
   EXPECT_DOUBLE_EQ(MetricValue(m, "max_abs"), 0.15);
