@@ -33,8 +33,11 @@ int RunMake(const GoldenOptions& o) {
   if (!made.ok()) return ReportError(made.status());
   if (made->kept) {
     std::cout << "kept " << made->path << ": it holds this run's frames, latents and steps already\n";
-  } else {
+  } else if (made->replaced.empty()) {
     std::cout << "wrote " << made->path << "\n";
+  } else {
+    std::cout << "replaced " << made->path << ": " << made->replaced
+              << " (a calibration made with the old golden is stale)\n";
   }
   return kExitOk;
 }

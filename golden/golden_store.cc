@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -67,13 +68,6 @@ json EntryToJson(const GoldenStore::Entry& e) {
   return j;
 }
 
-// Both undefined (a version 1 golden's trajectory, a run that kept none), or the same
-// shape, dtype and values.
-bool SameValues(const at::Tensor& a, const at::Tensor& b) {
-  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
-  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b);
-}
-
 }  // namespace
 
 std::string GoldenKey::CanonicalString() const {
@@ -121,14 +115,13 @@ StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec) {
   return key;
 }
 
-std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) {
-  std::vector<std::string> words = {"framegate", "golden", "make"};
+std::vector<std::string> ConfigArguments(const PipelineSpec& spec) {
+  std::vector<std::string> words;
   if (spec.model_dir.empty()) {
     words.insert(words.end(), {"--size", spec.size});
   } else {
     words.insert(words.end(), {"--model", spec.model_dir});
   }
-  words.insert(words.end(), {"--seed", FieldText(spec.seed)});
   if (spec.weight_seed != 0) words.insert(words.end(), {"--weight-seed", FieldText(spec.weight_seed)});
   if (spec.fault != FaultCase::kNone) words.insert(words.end(), {"--fault", FaultCaseName(spec.fault)});
   if (spec.sampler) {
@@ -136,8 +129,40 @@ std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) 
                  {"--sampler", SamplerKindName(spec.sampler->kind), "--steps", FieldText(spec.sampler->steps),
                   "--guidance", FieldText(spec.sampler->guidance)});
   }
+  return words;
+}
+
+std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir) {
+  std::vector<std::string> words = {"framegate", "golden", "make"};
+  const std::vector<std::string> config = ConfigArguments(spec);
+  words.insert(words.end(), config.begin(), config.begin() + 2);  // --size/--model
+  words.insert(words.end(), {"--seed", FieldText(spec.seed)});
+  words.insert(words.end(), config.begin() + 2, config.end());
   words.insert(words.end(), {"--golden-dir", dir});
   return ShellCommand(words);
+}
+
+std::string GoldenDifference(const Golden& stored, const Golden& made) {
+  if (!stored.trajectory.defined() && made.trajectory.defined()) return "it has no steps (format version 1)";
+  const std::pair<const char*, std::pair<at::Tensor, at::Tensor>> values[] = {
+      {"frames", {stored.frames, made.frames}},
+      {"latents", {stored.latents, made.latents}},
+      {"steps", {stored.trajectory, made.trajectory}},
+  };
+  for (const auto& [name, pair] : values) {
+    const auto& [a, b] = pair;
+    if (!a.defined() || !b.defined()) {
+      if (a.defined() != b.defined()) return std::string("its ") + name + " are missing";
+      continue;
+    }
+    if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
+      return std::string("its ") + name + " have another shape";
+    if (at::equal(a, b)) continue;  // values: -0 equals +0
+    char by[32];
+    std::snprintf(by, sizeof by, "%.3g", (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>());
+    return std::string("its ") + name + " differ from this run's by up to " + by;
+  }
+  return "";
 }
 
 StatusOr<GoldenStore::Made> GoldenStore::Make(const PipelineSpec& spec, const std::string& command) const {
@@ -160,20 +185,27 @@ StatusOr<GoldenStore::Made> GoldenStore::Make(const PipelineSpec& spec, const st
     return Status::Internal("the FP32 reference run is not finite: no golden written");
   }
   const std::string path = PathFor(*key);
-  if (StatusOr<Golden> stored = Load(*key); stored.ok() && SameValues(stored->frames, result.frames) &&
-                                            SameValues(stored->latents, result.latents) &&
-                                            SameValues(stored->trajectory, result.trajectory)) {
-    return Made{path, /*kept=*/true};
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) return Status::IoError(dir_ + ": cannot create the folder: " + ec.message());
-
-  const BuildInfo build = CollectBuildInfo();
   Golden golden;
   golden.frames = result.frames;
   golden.latents = result.latents;
   golden.trajectory = result.trajectory;
+  std::string replaced;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    StatusOr<Golden> stored = Load(*key);
+    if (stored.ok()) {
+      replaced = GoldenDifference(*stored, golden);
+    } else {  // the message without the path the caller prints
+      const std::string& why = stored.status().message();
+      replaced =
+          "it could not be read: " + (why.rfind(path + ": ", 0) == 0 ? why.substr(path.size() + 2) : why);
+    }
+    if (replaced.empty()) return Made{path, /*kept=*/true, ""};
+  }
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return Status::IoError(dir_ + ": cannot create the folder: " + ec.message());
+
+  const BuildInfo build = CollectBuildInfo();
   GoldenProvenance& p = golden.provenance;
   p.config = key->CanonicalString();
   p.config_hash = key->Hash();
@@ -187,7 +219,7 @@ StatusOr<GoldenStore::Made> GoldenStore::Make(const PipelineSpec& spec, const st
   StatusOr<std::string> sha = Sha256File(path);
   if (!sha.ok()) return sha.status();
   FG_RETURN_IF_ERROR(AddToManifest({key->FileName(), *sha, p}));
-  return Made{path, /*kept=*/false};
+  return Made{path, /*kept=*/false, replaced};
 }
 
 StatusOr<std::vector<GoldenStore::Entry>> GoldenStore::List() const {

@@ -41,6 +41,15 @@ struct GoldenKey {
 // NotFound/InvalidInput for an unknown size or a broken package.
 StatusOr<GoldenKey> GoldenKeyOf(const PipelineSpec& spec);
 
+// How `stored` differs from `made` (a golden of the same config made again): "" when its
+// frames, latents and steps are the same, value for value; else the first that differs
+// ("its frames differ from this run's by up to 2.4e-07", "it has no steps (format
+// version 1)", "its latents have another shape").
+std::string GoldenDifference(const Golden& stored, const Golden& made);
+
+// The options that select `spec`'s config on a command line, but its seed: --size or
+// --model, then --weight-seed, --fault and the sampler where they are set.
+std::vector<std::string> ConfigArguments(const PipelineSpec& spec);
 // The command line that makes the golden of `spec` into `dir`.
 std::string GoldenMakeCommand(const PipelineSpec& spec, const std::string& dir);
 
@@ -56,6 +65,9 @@ class GoldenStore {
     // trajectory, value for value: that file is kept as it was (its sha256, which a model's
     // calibration names, and its date), not rewritten.
     bool kept = false;
+    // Why the golden stored before was replaced ("" when there was none, or it was kept):
+    // "it could not be read: ..." or GoldenDifference's words.
+    std::string replaced;
   };
   // Runs `spec` in FP32 on spec.device (the reference device), writes the golden and
   // its manifest entry (under a lock on the manifest: processes may make goldens into one

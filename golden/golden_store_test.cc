@@ -27,6 +27,12 @@ class GoldenStoreTest : public ::testing::Test {
     spec_.sampler = sampler;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // Flips one byte near the end of the file (in the last tensor's values).
+  static void DamageFile(const std::string& path) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
   std::string dir_;
   PipelineSpec spec_;
 };
@@ -63,11 +69,7 @@ TEST_F(GoldenStoreTest, ChangedConfigOrBytesAreNeverASilentPass) {
   EXPECT_EQ(store.Load(*other_key).status().code(), Status::Code::kNotFound);
 
   const GoldenKey key = *GoldenKeyOf(spec_);
-  {  // flip one byte of the frames: the sha256 no longer matches the manifest
-    std::fstream f(store.PathFor(key), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-3, std::ios::end);
-    f.put('\x7f');
-  }
+  DamageFile(store.PathFor(key));  // the sha256 no longer matches the manifest
   StatusOr<Golden> loaded = store.Load(key);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), Status::Code::kCorrupt);
@@ -92,16 +94,37 @@ TEST_F(GoldenStoreTest, MakingTheSameGoldenAgainKeepsTheFileAndReplacesADamagedO
   EXPECT_EQ(*Sha256File(store.PathFor(key)), sha);
   EXPECT_EQ(store.Load(key)->provenance.command, "first");
   EXPECT_EQ(store.Load(key)->provenance.created_at, made_at);
-  {  // damage the file: the next make writes it anew
-    std::fstream f(store.PathFor(key), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-3, std::ios::end);
-    f.put('\x7f');
-  }
+  DamageFile(store.PathFor(key));  // the next make writes it anew and says why
   StatusOr<GoldenStore::Made> repaired = store.Make(spec_, "third");
   ASSERT_TRUE(repaired.ok()) << repaired.status().message();
   EXPECT_FALSE(repaired->kept);
+  EXPECT_EQ(repaired->replaced.rfind("it could not be read: sha256 ", 0), 0u) << repaired->replaced;
   ASSERT_TRUE(store.Load(key).ok());
   EXPECT_EQ(store.Load(key)->provenance.command, "third");
+}
+
+// What `golden make` says when it replaces a golden: the first of frames, latents and
+// steps that differs, by how much.
+TEST(GoldenDifferenceTest, NamesWhatDiffersAndByHowMuch) {
+  Golden stored;
+  stored.frames = at::zeros({2, 4, 4, 3});
+  stored.latents = at::zeros({1, 4, 2, 2, 2});
+  stored.trajectory = at::zeros({3, 1, 4, 2, 2, 2});
+  Golden made = stored;
+  made.frames = stored.frames.clone();
+  EXPECT_EQ(GoldenDifference(stored, made), "");
+  made.frames.index_put_({1, 2, 3, 0}, -0.0);  // -0 equals +0: no difference
+  EXPECT_EQ(GoldenDifference(stored, made), "");
+  made.frames.index_put_({1, 2, 3, 0}, 2.5e-7);
+  EXPECT_EQ(GoldenDifference(stored, made), "its frames differ from this run's by up to 2.5e-07");
+  made.frames = stored.frames;
+  made.trajectory = at::ones({3, 1, 4, 2, 2, 2});
+  EXPECT_EQ(GoldenDifference(stored, made), "its steps differ from this run's by up to 1");
+  made.latents = at::zeros({1, 4, 2, 2, 3});
+  EXPECT_EQ(GoldenDifference(stored, made), "its latents have another shape");
+  Golden version1 = stored;
+  version1.trajectory = at::Tensor();
+  EXPECT_EQ(GoldenDifference(version1, stored), "it has no steps (format version 1)");
 }
 
 TEST_F(GoldenStoreTest, AFaultCaseIsAnotherModelWithItsOwnGolden) {

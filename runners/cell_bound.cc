@@ -2,9 +2,11 @@
 
 #include <cctype>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "harness/sha256.h"
+#include "harness/shell_quote.h"
 
 namespace framegate {
 namespace {
@@ -104,6 +106,26 @@ StatusOr<std::optional<ComputePartBound>> ComputePartBoundOf(const DtypePolicy& 
   return std::optional<ComputePartBound>(std::move(part));
 }
 
+std::string CalibrateAgainCommand(const Calibration& calibration, const PipelineSpec& spec,
+                                  const std::string& golden_dir) {
+  std::vector<std::string> words = {"framegate", "calibrate"};
+  const std::vector<std::string> config = ConfigArguments(spec);
+  words.insert(words.end(), config.begin(), config.end());
+  std::string policies;
+  std::set<uint64_t> seeds;
+  for (const auto& [name, p] : calibration.policies) {  // fp32 first, as calibrate measures it
+    if (name == Fp32Policy().name) policies = name + (policies.empty() ? "" : "," + policies);
+    if (name != Fp32Policy().name) policies += (policies.empty() ? "" : ",") + name;
+    seeds.insert(p.seeds.begin(), p.seeds.end());
+  }
+  std::string seed_list;
+  for (uint64_t seed : seeds) seed_list += (seed_list.empty() ? "" : ",") + std::to_string(seed);
+  if (!policies.empty()) words.insert(words.end(), {"--policy", policies});
+  if (!seed_list.empty()) words.insert(words.end(), {"--seeds", seed_list});
+  words.insert(words.end(), {"--golden-dir", golden_dir});
+  return ShellCommand(words);
+}
+
 StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::string& golden_dir,
                                       const std::string& golden_path, bool use_calibration) {
   const std::string& policy = cell.cell.policy;
@@ -133,8 +155,8 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
   if (!calibration.ok()) return calibration.status();
   const std::string stale = StaleReason(*calibration, cell, golden_path);
   if (!stale.empty()) {
-    fallback.judged_by +=
-        " (calibration " + path + " is stale: " + stale + "; run framegate calibrate again)";
+    fallback.judged_by += " (calibration " + path + " is stale: " + stale + "; run " +
+                          CalibrateAgainCommand(*calibration, cell.spec, golden_dir) + " again)";
     return fallback;
   }
   if (cell.spec.policy.name == Fp32Policy().name)

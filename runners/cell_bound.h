@@ -136,6 +136,11 @@ StatusOr<std::map<std::string, std::string>> ModelFileSha256(const std::string& 
 // compared with ("" when none); `use_calibration` false skips 3 (`calibrate` itself,
 // `check --ignore-calibration`). Corrupt naming the file for a calibration file that is
 // not one; InvalidInput naming model.toml for a bad [tolerance.POLICY].
+// The `framegate calibrate` command that measures `calibration`'s policies and seeds again
+// for `spec`'s config into `golden_dir` (what a stale calibration's note tells to run).
+std::string CalibrateAgainCommand(const Calibration& calibration, const PipelineSpec& spec,
+                                  const std::string& golden_dir);
+
 StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::string& golden_dir,
                                       const std::string& golden_path, bool use_calibration);
 

@@ -108,7 +108,28 @@ def test_a_changed_model_falls_back_to_the_profile_and_says_the_calibration_is_s
     assert cells["bf16"]["status"] == "PASS"
     judged = cells["bf16"]["judged_by"]
     assert judged.startswith("profile bf16 (calibration ") and "is stale: model.toml changed" in judged, judged
-    assert judged.endswith("; run framegate calibrate again)"), judged
+    # The note ends with the command that measures the same policies and seeds again.
+    assert f"; run framegate calibrate --model {pkg} " in judged, judged
+    assert judged.endswith(f" --policy fp32,bf16 --seeds 0,1 --golden-dir {goldens} again)"), judged
+
+
+def test_a_replaced_golden_says_why_and_the_calibration_is_stale(calibrated, tmp_path):
+    root, _ = calibrated
+    goldens = tmp_path / "goldens"
+    shutil.copytree(root / "goldens", goldens)
+    golden = next(goldens.glob("model-clean-seed0-*.safetensors"))
+    with open(golden, "r+b") as f:  # one byte of the last tensor's values
+        f.seek(-3, os.SEEK_END)
+        f.write(b"\x7f")
+    r = run("golden", "make", "--model", root / "built" / "clean", "--seed", 0, "--golden-dir", goldens,
+            "--threads", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == (f"replaced {golden}: it could not be read: sha256 " + r.stdout.split(" sha256 ")[1]), r.stdout
+    assert "differs from the manifest's" in r.stdout, r.stdout
+    assert r.stdout.endswith(" (a calibration made with the old golden is stale)\n"), r.stdout
+    _, cells = check(root / "built" / "clean", goldens, tmp_path)
+    judged = cells["bf16"]["judged_by"]
+    assert f"is stale: the golden {golden.name} changed; run framegate calibrate " in judged, judged
 
 
 def test_a_corrupt_calibration_file_is_a_one_line_error_naming_it(calibrated, tmp_path):
