@@ -26,7 +26,7 @@ struct AdviseCliOptions {
   std::string json_path;
   std::string db;
   int max_runs = 12;
-  int verify_seeds = 2;
+  int verify_seeds = AdviseOptions().verify_seeds;
   double max_share_percent = 50;
   int threads = 0;
 };
@@ -147,7 +147,8 @@ Command AddAdviseCommand(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--verify-seeds", o->verify_seeds,
                   "Also run the islands at up to N other seeds (0-7) whose goldens the golden folder "
-                  "holds; islands that fail there grow from that run (0: the cell's seed only)")
+                  "holds (7: all of them); islands that fail there grow from that run (0: the cell's "
+                  "seed only)")
       ->check(CLI::Range(0, 7))
       ->capture_default_str();
   app->add_option("--max-share", o->max_share_percent,

@@ -56,9 +56,10 @@ struct AdviseOptions {
   CellRunOptions run;  // golden_dir, threads of the judged runs
   int max_runs = 12;   // runs of the cell in all, the first observed one included
   // Other seeds (of 0-7, kAdviceSeedRange) the passing islands are run at, at most this
-  // many, those whose goldens golden_dir holds: each gets a run beyond max_runs; islands
-  // that fail one grow from that run within max_runs (AdvisePrecision).
-  int verify_seeds = 2;
+  // many, those whose goldens golden_dir holds (by default all of them: the seeds a user
+  // made goldens for are those the advice will be checked at): each gets a run beyond
+  // max_runs; islands that fail one grow from that run within max_runs (AdvisePrecision).
+  int verify_seeds = 7;
   // The largest share of the model's weights the islands may keep in FP32.
   double max_weight_share = 0.5;
   std::string work_dir;  // where the candidate policy file is written (must exist)
