@@ -131,7 +131,10 @@ int RunCalibrate(const CalibrateCliOptions& o) {
   if (cells.empty()) return ReportError(Status::InvalidInput("--policy: no policy given"));
   CalibrateOptions options;
   options.config = cells.front();
-  for (const Cell& c : cells) options.policies.push_back(c.policy);
+  for (const Cell& c : cells) {
+    options.policies.push_back(c.policy);
+    if (!c.policy_file.empty()) options.policy_file = c.policy_file;
+  }
   options.seeds = *seeds;
   options.golden_dir = o.golden_dir;
   options.threads = threads;

@@ -106,21 +106,26 @@ StatusOr<std::optional<ComputePartBound>> ComputePartBoundOf(const DtypePolicy& 
   return std::optional<ComputePartBound>(std::move(part));
 }
 
-std::string CalibrateAgainCommand(const Calibration& calibration, const PipelineSpec& spec,
+std::string CalibrateAgainCommand(const Calibration& calibration, const ResolvedCell& cell,
                                   const std::string& golden_dir) {
   std::vector<std::string> words = {"framegate", "calibrate"};
-  const std::vector<std::string> config = ConfigArguments(spec);
+  const std::vector<std::string> config = ConfigArguments(cell.spec);
   words.insert(words.end(), config.begin(), config.end());
-  std::string policies;
+  std::set<std::string> names = {cell.cell.policy};
   std::set<uint64_t> seeds;
-  for (const auto& [name, p] : calibration.policies) {  // fp32 first, as calibrate measures it
-    if (name == Fp32Policy().name) policies = name + (policies.empty() ? "" : "," + policies);
-    if (name != Fp32Policy().name) policies += (policies.empty() ? "" : ",") + name;
+  for (const auto& [name, p] : calibration.policies) {
+    names.insert(name);
     seeds.insert(p.seeds.begin(), p.seeds.end());
   }
+  std::string policies =
+      names.count(Fp32Policy().name) ? Fp32Policy().name : "";  // first, as calibrate runs it
+  for (const std::string& name : names) {
+    if (name != Fp32Policy().name) policies += (policies.empty() ? "" : ",") + name;
+  }
+  words.insert(words.end(), {"--policy", policies});
+  if (!cell.cell.policy_file.empty()) words.insert(words.end(), {"--policy-file", cell.cell.policy_file});
   std::string seed_list;
   for (uint64_t seed : seeds) seed_list += (seed_list.empty() ? "" : ",") + std::to_string(seed);
-  if (!policies.empty()) words.insert(words.end(), {"--policy", policies});
   if (!seed_list.empty()) words.insert(words.end(), {"--seeds", seed_list});
   words.insert(words.end(), {"--golden-dir", golden_dir});
   return ShellCommand(words);
@@ -156,14 +161,17 @@ StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::strin
   const std::string stale = StaleReason(*calibration, cell, golden_path);
   if (!stale.empty()) {
     fallback.judged_by += " (calibration " + path + " is stale: " + stale + "; run " +
-                          CalibrateAgainCommand(*calibration, cell.spec, golden_dir) + " again)";
+                          CalibrateAgainCommand(*calibration, cell, golden_dir) + " again)";
     return fallback;
   }
   if (cell.spec.policy.name == Fp32Policy().name)
     fallback.step_budget = StepBudget(*calibration, cell.cell.device);
   StatusOr<ToleranceProfile> calibrated = CalibratedProfile(*calibration, policy);
-  if (!calibrated.ok()) {
-    fallback.judged_by += " (calibration " + path + ": " + calibrated.status().message() + ")";
+  if (!calibrated.ok()) {  // run again with the policy when it was not asked for
+    const bool absent = calibration->policies.count(policy) == 0;
+    fallback.judged_by += " (calibration " + path + ": " + calibrated.status().message() +
+                          (absent ? "; run " + CalibrateAgainCommand(*calibration, cell, golden_dir) : "") +
+                          ")";
     return fallback;
   }
   const auto denoiser = calibration->model_sha256.find("denoiser.pt");

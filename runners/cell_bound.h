@@ -136,9 +136,11 @@ StatusOr<std::map<std::string, std::string>> ModelFileSha256(const std::string& 
 // compared with ("" when none); `use_calibration` false skips 3 (`calibrate` itself,
 // `check --ignore-calibration`). Corrupt naming the file for a calibration file that is
 // not one; InvalidInput naming model.toml for a bad [tolerance.POLICY].
-// The `framegate calibrate` command that measures `calibration`'s policies and seeds again
-// for `spec`'s config into `golden_dir` (what a stale calibration's note tells to run).
-std::string CalibrateAgainCommand(const Calibration& calibration, const PipelineSpec& spec,
+// The `framegate calibrate` command that measures `calibration`'s policies and seeds again,
+// with the cell's policy (and its --policy-file) among them, for the cell's config into
+// `golden_dir`: what the note of a stale calibration, or of one without the cell's policy,
+// tells to run.
+std::string CalibrateAgainCommand(const Calibration& calibration, const ResolvedCell& cell,
                                   const std::string& golden_dir);
 
 StatusOr<JudgingBound> JudgingBoundOf(const ResolvedCell& cell, const std::string& golden_dir,

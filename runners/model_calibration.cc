@@ -12,6 +12,7 @@
 #include "harness/build_info.h"
 #include "harness/sha256.h"
 #include "matrix/device_discovery.h"
+#include "pipelines/dtype_policy.h"
 #include "runners/cell_bound.h"
 #include "runners/cell_runner.h"
 #include "runners/child_process.h"
@@ -107,6 +108,7 @@ Status MeasurePolicies(const CalibrateOptions& o, CalibrationOutcome* out) {
     for (uint64_t seed : o.seeds) {
       Cell cell = o.config;
       cell.policy = policy;
+      cell.policy_file = FindPolicy(policy).ok() ? "" : o.policy_file;
       cell.seed = seed;
       StatusOr<ResolvedCell> resolved = ResolveCell(cell);
       if (!resolved.ok()) return resolved.status();

@@ -20,6 +20,7 @@ struct CalibrateOptions {
   // device are the calibration's own.
   Cell config;
   std::vector<std::string> policies;  // measured each over every seed
+  std::string policy_file;            // defines those that are not presets ("" for none)
   std::vector<uint64_t> seeds;        // the goldens of the missing ones are made
   std::string golden_dir;
   // The FP32 noise floor: the golden config of seeds[0] rerun in other processes with

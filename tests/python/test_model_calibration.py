@@ -5,6 +5,7 @@ calibration file is a one-line error, and model.toml's own bounds come first."""
 import json
 import os
 import pathlib
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -111,6 +112,37 @@ def test_a_changed_model_falls_back_to_the_profile_and_says_the_calibration_is_s
     # The note ends with the command that measures the same policies and seeds again.
     assert f"; run framegate calibrate --model {pkg} " in judged, judged
     assert judged.endswith(f" --policy fp32,bf16 --seeds 0,1 --golden-dir {goldens} again)"), judged
+
+
+def test_a_policy_the_calibration_lacks_is_judged_by_its_profile_and_says_how_to_add_it(calibrated, tmp_path):
+    """The note gives the calibrate command with the policy (and its --policy-file) added;
+    that command runs, and the next check is judged by the calibration."""
+    root, _ = calibrated
+    goldens = tmp_path / "goldens"
+    shutil.copytree(root / "goldens", goldens)
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[policy.my-bf16]\nbased_on = "bf16"\n')
+
+    def cells_of(*policy):
+        out = tmp_path / "cells.json"
+        r = run("check", "--model", root / "built" / "clean", "--policy", ",".join(policy), "--policy-file",
+                policies, "--golden-dir", goldens, "--threads", "1", "--json", out)
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+        return {c["policy"]: c["judged_by"] for c in json.loads(out.read_text())["cells"]}
+
+    judged = cells_of("fp16-emulated", "my-bf16")
+    calibration = next(goldens.glob("calibration-*.toml"))
+    command = f"framegate calibrate --model {root / 'built' / 'clean'} "
+    assert judged["fp16-emulated"].startswith(
+        f"profile fp16-emulated (calibration {calibration}: policy 'fp16-emulated' is not calibrated; run {command}"
+    ), judged
+    assert judged["fp16-emulated"].endswith(f" --policy fp32,bf16,fp16-emulated --seeds 0,1 --golden-dir {goldens})")
+    note = judged["my-bf16"]
+    assert f" --policy fp32,bf16,my-bf16 --policy-file {policies} --seeds 0,1 " in note, note
+    words = shlex.split(note[note.index("; run framegate calibrate ") + len("; run framegate "):-1])
+    r = run(*words, "--threads", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cells_of("my-bf16")["my-bf16"].startswith(f"calibration {calibration} (model sha256 ")
 
 
 def test_a_replaced_golden_says_why_and_the_calibration_is_stale(calibrated, tmp_path):
