@@ -89,6 +89,15 @@ bool MakesUninitialised(const std::string& op) {
 // Whether `op` is an elementwise sum that returns a new tensor (Maker::magnitude_origin).
 bool IsSum(const std::string& op) { return op == "aten::add" || op == "aten::sub"; }
 
+// An op that turns a float into an integer by rounding it (`t.long()`, `floor(t)`): an
+// index it makes that differs from the FP32 run's carries a rounding made before it (a
+// timestep rounded to BF16), not a choice among near-ties (argmax, topk, sort).
+bool RoundsToAnIndex(const std::string& op) {
+  static const std::set<std::string> ops = {"aten::to",    "aten::_to_copy", "aten::type_as", "aten::floor",
+                                            "aten::round", "aten::trunc",    "aten::ceil"};
+  return ops.count(op) > 0;
+}
+
 // Whether `op` is an elementwise sum or difference of its inputs (the sums a cancellation
 // amplifies: ModuleShadow::SumSquares).
 bool IsSumOrDifference(const std::string& op) { return IsSum(op) || op == "aten::rsub"; }
@@ -382,6 +391,10 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
     }
     if (site.kind == GraphSite::Kind::kCopyingView && !copy_maker_.site.empty())
       makers_.Put(out, copy_maker_);
+  } else if (steps_.count(step_) > 0 && site.kind == GraphSite::Kind::kOp && out.defined() &&
+             at::isIntegralType(out.scalar_type(), /*includeBool=*/false)) {
+    const OpSite made{path, site.op};  // an index: NoteChoice asks who made it
+    makers_.Put(out, {made, 0, made});
   }
   if (site.kind != GraphSite::Kind::kOp || site.in_place || !Probed(out)) return out;
   const bool probed = steps_.count(step_) > 0;
@@ -542,8 +555,14 @@ void ModuleShadow::NoteChoice(const std::string& path, const GraphSite& site, in
   }
   const auto recorded = reference_->tensors_.find(key);
   if (recorded == reference_->tensors_.end() || !recorded->second.sizes().equals(value.sizes())) return;
-  if (!at::equal(recorded->second.to(value.device(), value.scalar_type()), value.detach()))
-    errors_[SiteKey(path, site.op, /*upcoming=*/true)].chose_differently = true;
+  if (at::equal(recorded->second.to(value.device(), value.scalar_type()), value.detach())) return;
+  ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
+  const Maker* maker = makers_.Find(value);
+  if (maker == nullptr || !RoundsToAnIndex(maker->site.op)) {
+    sums.chose_differently = true;
+  } else {
+    sums.index_maker = maker->site;  // a rounded index
+  }
 }
 
 void ModuleShadow::Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
@@ -579,6 +598,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     e.input_makers = sums.input_makers;
     e.carried_error = sums.carried_error;
     e.chose_differently = sums.chose_differently;
+    e.index_maker = sums.index_maker;
     if (norm != reference_->norm_inputs_.end()) e.offset_origin = norm->second.origin;
     const auto carriers =
         e.input_offset >= kCancellingOffset && !e.offset_origin.empty()

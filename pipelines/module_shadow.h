@@ -124,6 +124,10 @@ struct IsolatedError {
   // probed call: the op took other elements, so its error is a different choice (token
   // merging's near-tied similarities ranked otherwise), not a rounding of its own.
   bool chose_differently = false;
+  // The op that rounded a float into an index that differed from the FP32 run's
+  // (`t.to(dtype).long()`): the error is the rounding's, made there, not a choice (empty
+  // when none).
+  OpSite index_maker;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
 };
@@ -260,6 +264,7 @@ class ModuleShadow : public GraphObserver {
     double input_roundoff = 0;
     double carried_error = 0;          // IsolatedError::carried_error
     bool chose_differently = false;    // IsolatedError::chose_differently
+    OpSite index_maker;                // IsolatedError::index_maker
     std::vector<OpSite> input_makers;  // IsolatedError::input_makers (kCompare)
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
@@ -287,7 +292,9 @@ class ModuleShadow : public GraphObserver {
                                const c10::ScalarType* entered_as);
   void RecordNormInput(const std::string& path, const GraphSite& site, const at::Tensor& value);
   // An op's integer or bool input at a probed step: kept (kRecord), or compared with the
-  // FP32 run's (kCompare: ErrorSums::chose_differently). Never replaced.
+  // FP32 run's (kCompare): one that differs is a different choice
+  // (ErrorSums::chose_differently), unless a float rounded to it (`t.long()` of a rounded
+  // timestep): then its cast is the op's index_maker. Never replaced.
   void NoteChoice(const std::string& path, const GraphSite& site, int input_index, const at::Tensor& value);
   void Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
                const at::Tensor& value);

@@ -302,6 +302,31 @@ def forward(self, x, like):
   }
 }
 
+// An index made by rounding a float (`t.to(dtype).long()` of a timestep that FP16 rounds
+// from 998.8 to 999) takes other rows, as a choice does, but the error is the rounding's:
+// the lookup is not a different choice, and it names the cast that made its index (so
+// that an island covers it).
+TEST(ModuleShadowTest, AnIndexRoundedFromAFloatIsNoChoiceAndNamesItsCast) {
+  jit::Module root("Lookup");
+  root.register_parameter("w", torch::ones({1}), false);
+  root.register_parameter("table", torch::randn({1024, 8}), false);
+  root.define(R"JIT(
+def forward(self, x):
+    return torch.embedding(self.table, x.to(self.w.dtype).long()) * 1.0
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  bool seen = false;
+  for (const IsolatedError& e :
+       TimestepShadowErrors(root, *instrumentation, torch::tensor({998.8f, 996.9f, 990.8f, 500.0f}))) {
+    if (e.op != "aten::embedding") continue;
+    seen = true;
+    EXPECT_FALSE(e.chose_differently);
+    EXPECT_GT(e.Excess(), 100);
+    EXPECT_EQ(e.index_maker, (OpSite{"m", "aten::to"}));
+  }
+  EXPECT_TRUE(seen);
+}
+
 // An op fed other indices than the FP32 run's (an argmax of sums that FP16 rounds to a
 // tie, as token merging ranks near-tied similarities) takes other elements: its error is
 // that choice, not a rounding of its own, and it says so; an op fed the same indices does

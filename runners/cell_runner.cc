@@ -314,6 +314,7 @@ bool IsComponentRoot(const std::string& module) { return module.find('.') == std
 std::vector<OpSite> SitesToKeep(const IsolatedError& cause, bool offset_makers) {
   std::vector<OpSite> sites = {{cause.module, cause.op}};
   if (offset_makers && cause.input_offset >= kCancellingOffset) sites.push_back(cause.input_maker);
+  if (!cause.index_maker.empty()) sites.push_back(cause.index_maker);  // made the rounded index
   if (!IsCancellingSum(cause)) return sites;
   for (const OpSite& maker : cause.input_makers) {
     if (IsSumOrMean(maker.op)) sites.push_back(maker);
@@ -590,7 +591,8 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
     };
     for (const OpSite& site : SitesToKeep(cause, /*offset_makers=*/true)) {
       const bool root = IsComponentRoot(site.module);
-      const bool made_offset = cause.input_offset >= kCancellingOffset && site == cause.input_maker;
+      const bool made_offset = (cause.input_offset >= kCancellingOffset && site == cause.input_maker) ||
+                               site == cause.index_maker;  // an op of its own, as an op island
       if (!root || made_offset) {
         keep_within_cap(root ? OpIslandEntry(site.module, site.op) : site.module);
       } else if (site == OpSite{cause.module, cause.op} && MadeInARootsOwnForward(cause)) {

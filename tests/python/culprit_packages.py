@@ -150,6 +150,15 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  which moves the logits by several units: at seed 0 the softmax stays
                  peaked and they pass, at seeds 1-3 it flips and they FAIL; the attention
                  module (its projections in FP32) passes at every seed.
+  embed-tcast    buffer-table's denoiser with a body (two 3x3x3 convs) whose
+                 denoiser.t_embed looks the timestep up in an nn.Embedding(1024, 8) after
+                 casting it to the activations' dtype (`t.to(like.dtype).long()`): BF16
+                 rounds t to a grid of 4 near 999, so the lookup takes other rows, and
+                 the frames lose 20 dB, within the bf16 profile. An index taken
+                 otherwise looks like a different choice (token merging); this one is a
+                 rounding, made by the cast.
+  root-embed-tcast embed-tcast's lookup written in the denoiser's own forward.
+  embed-twin     healthy: the float32 timestep looked up (`t.long()`).
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -957,6 +966,37 @@ class RootPositionDenoiser(TableDenoiser):
         return self.conv_out(h)
 
 
+class EmbedTimestep(nn.Module):
+    def __init__(self, cast_first: bool):
+        super().__init__()
+        self.cast_first = cast_first
+        self.table = nn.Embedding(1024, 8)
+
+    def forward(self, t, like):
+        return self.table((t.to(like.dtype) if self.cast_first else t).long())
+
+
+class EmbedTimestepDenoiser(TableDenoiser):
+    """embed-tcast (root=False), root-embed-tcast (root=True), embed-twin (cast_first=False)."""
+    def __init__(self, cast_first: bool, root: bool = False):
+        super().__init__(plain=False)
+        self.cast_first = cast_first
+        self.root = root
+        self.t_embed = EmbedTimestep(cast_first)
+        self.body = nn.Sequential(nn.Conv3d(8, 192, 3, padding=1), nn.GELU(), nn.Conv3d(192, 8, 3, padding=1))
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        h = h + 0.5 * self.body(h)
+        if self.root:
+            e = self.t_embed.table((t.to(h.dtype) if self.cast_first else t).long())
+        else:
+            e = self.t_embed(t, h)
+        h = h + 0.25 * e[:, :, None, None, None]
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
 class RootBlendDecoder(Decoder):
     """BlendDecoder's blend written in the decoder's own forward, its weight a parameter
     of the decoder itself."""
@@ -1099,6 +1139,9 @@ PACKAGES = [
     (3, "root-pos-twin", lambda: RootPositionDenoiser(False), {}),
     (3, "root-blend", lambda: TableDenoiser(plain=False), dict(decoder_class=RootBlendDecoder)),
     (3, "key-bias-logits", KeyBiasDenoiser, {}),
+    (3, "embed-tcast", lambda: EmbedTimestepDenoiser(True), {}),
+    (3, "root-embed-tcast", lambda: EmbedTimestepDenoiser(True, root=True), {}),
+    (3, "embed-twin", lambda: EmbedTimestepDenoiser(False), {}),
     (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
 

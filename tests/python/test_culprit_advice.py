@@ -64,7 +64,7 @@ def packages(tmp_path_factory):
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
                  "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor",
-                 "stream-drift"):
+                 "stream-drift", "embed-tcast", "root-embed-tcast", "embed-twin"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -828,6 +828,22 @@ def test_an_error_made_in_a_roots_own_forward_fails_within_its_bound(packages, t
     # advise starts there; the blend needs only its weight stored in FP32.
     advice = passing_advice(packages, tmp_path, name, policy)
     assert advice["status_after"] == "PASS" and advice["islands"] == advised, advice["runs"]
+
+
+@pytest.mark.parametrize("name,islands", [("embed-tcast", "denoiser.t_embed.table, denoiser.t_embed"),
+                                         ("root-embed-tcast", "denoiser.t_embed.table, denoiser:aten::to")])
+def test_an_index_rounded_from_a_float_is_a_rounding_not_a_choice(packages, tmp_path, name, islands):
+    # The timestep cast to BF16, then `.long()` into an nn.Embedding: the lookup takes other
+    # rows than the FP32 run, as a choice among near-ties would (token merging, not
+    # charged), but its index was made by the cast, so the error is a rounding: the cast's
+    # module (or, at the root, the cast as an op island) kept in FP32 takes it away, and
+    # the cell FAILs within its bound. Its twin passes.
+    cell = one_cell(packages, tmp_path, name, "bf16", returncodes=(1,))
+    assert cell["reason"].startswith(f"error made in {islands} ("), cell["reason"]
+    assert cell["metrics"]["min_psnr"] > 26.8, cell["metrics"]
+    assert cell["producer"]["op"] == "aten::embedding", cell["producer"]
+    twin = one_cell(packages, tmp_path, "embed-twin", "bf16", returncodes=(0,))
+    assert twin["status"] == "PASS" and "error made in" not in twin["reason"], twin
 
 
 def test_an_error_made_in_a_roots_own_forward_past_its_bound_is_not_taken_for_a_sensitive_model(packages,
