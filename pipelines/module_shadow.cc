@@ -89,13 +89,11 @@ bool MakesUninitialised(const std::string& op) {
 // Whether `op` is an elementwise sum that returns a new tensor (Maker::magnitude_origin).
 bool IsSum(const std::string& op) { return op == "aten::add" || op == "aten::sub"; }
 
-// An op that turns a float into an integer by rounding it (`t.long()`, `floor(t)`): an
-// index it makes that differs from the FP32 run's carries a rounding made before it (a
-// timestep rounded to BF16), not a choice among near-ties (argmax, topk, sort).
-bool RoundsToAnIndex(const std::string& op) {
-  static const std::set<std::string> ops = {"aten::to",    "aten::_to_copy", "aten::type_as", "aten::floor",
-                                            "aten::round", "aten::trunc",    "aten::ceil"};
-  return ops.count(op) > 0;
+// A cast (`t.long()`, `t.to(torch.int64)`): an index it makes that differs from the FP32
+// run's is a float rounded before it (a timestep rounded to BF16), not a choice among
+// near-ties (argmax, topk, sort). `floor(t).long()` is a cast of floor's float output.
+bool CastsToAnIndex(const std::string& op) {
+  return op == "aten::to" || op == "aten::_to_copy" || op == "aten::type_as";
 }
 
 // Whether `op` is an elementwise sum or difference of its inputs (the sums a cancellation
@@ -558,7 +556,7 @@ void ModuleShadow::NoteChoice(const std::string& path, const GraphSite& site, in
   if (at::equal(recorded->second.to(value.device(), value.scalar_type()), value.detach())) return;
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
   const Maker* maker = makers_.Find(value);
-  if (maker == nullptr || !RoundsToAnIndex(maker->site.op)) {
+  if (maker == nullptr || !CastsToAnIndex(maker->site.op)) {
     sums.chose_differently = true;
   } else {
     sums.index_maker = maker->site;  // a rounded index

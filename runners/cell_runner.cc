@@ -591,9 +591,10 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
     };
     for (const OpSite& site : SitesToKeep(cause, /*offset_makers=*/true)) {
       const bool root = IsComponentRoot(site.module);
-      const bool made_offset = (cause.input_offset >= kCancellingOffset && site == cause.input_maker) ||
-                               site == cause.index_maker;  // an op of its own, as an op island
-      if (!root || made_offset) {
+      // The op that made a cancelled offset or a rounded index: kept as an op island at a root.
+      const bool made_input =
+          (cause.input_offset >= kCancellingOffset && site == cause.input_maker) || site == cause.index_maker;
+      if (!root || made_input) {
         keep_within_cap(root ? OpIslandEntry(site.module, site.op) : site.module);
       } else if (site == OpSite{cause.module, cause.op} && MadeInARootsOwnForward(cause)) {
         for (const std::string& island : RootStandIn(site.module, *weights)) keep_within_cap(island);

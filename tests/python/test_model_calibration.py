@@ -156,7 +156,7 @@ def test_a_replaced_golden_says_why_and_the_calibration_is_stale(calibrated, tmp
     r = run("golden", "make", "--model", root / "built" / "clean", "--seed", 0, "--golden-dir", goldens,
             "--threads", "1")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout == (f"replaced {golden}: it could not be read: sha256 " + r.stdout.split(" sha256 ")[1]), r.stdout
+    assert r.stdout.startswith(f"replaced {golden}: it could not be read: sha256 "), r.stdout
     assert "differs from the manifest's" in r.stdout, r.stdout
     assert r.stdout.endswith(" (a calibration made with the old golden is stale)\n"), r.stdout
     _, cells = check(root / "built" / "clean", goldens, tmp_path)
