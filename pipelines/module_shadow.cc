@@ -89,11 +89,14 @@ bool MakesUninitialised(const std::string& op) {
 // Whether `op` is an elementwise sum that returns a new tensor (Maker::magnitude_origin).
 bool IsSum(const std::string& op) { return op == "aten::add" || op == "aten::sub"; }
 
-// A cast (`t.long()`, `t.to(torch.int64)`): an index it makes that differs from the FP32
-// run's is a float rounded before it (a timestep rounded to BF16), not a choice among
-// near-ties (argmax, topk, sort). `floor(t).long()` is a cast of floor's float output.
-bool CastsToAnIndex(const std::string& op) {
-  return op == "aten::to" || op == "aten::_to_copy" || op == "aten::type_as";
+// An op that makes an index of one float value (a cast, `t.long()`, `t.to(torch.int64)`;
+// a bucket of it, `torch.bucketize(t, bounds)`, `torch.searchsorted(bounds, t)`): an index
+// it makes that differs from the FP32 run's is that float rounded before it (a timestep
+// rounded to BF16), not a choice among near-ties (argmax, topk, sort). `floor(t).long()`
+// is a cast of floor's float output.
+bool MakesAnIndexOfAFloat(const std::string& op) {
+  return op == "aten::to" || op == "aten::_to_copy" || op == "aten::type_as" || op == "aten::bucketize" ||
+         op == "aten::searchsorted";
 }
 
 // Whether `op` is an elementwise sum or difference of its inputs (the sums a cancellation
@@ -556,7 +559,7 @@ void ModuleShadow::NoteChoice(const std::string& path, const GraphSite& site, in
   if (at::equal(recorded->second.to(value.device(), value.scalar_type()), value.detach())) return;
   ErrorSums& sums = errors_[SiteKey(path, site.op, /*upcoming=*/true)];
   const Maker* maker = makers_.Find(value);
-  if (maker == nullptr || !CastsToAnIndex(maker->site.op)) {
+  if (maker == nullptr || !MakesAnIndexOfAFloat(maker->site.op)) {
     sums.chose_differently = true;
   } else {
     sums.index_maker = maker->site;  // a rounded index

@@ -125,8 +125,8 @@ struct IsolatedError {
   // merging's near-tied similarities ranked otherwise), not a rounding of its own.
   bool chose_differently = false;
   // The op that rounded a float into an index that differed from the FP32 run's
-  // (`t.to(dtype).long()`): the error is the rounding's, made there, not a choice (empty
-  // when none).
+  // (`t.to(dtype).long()`, `torch.bucketize(t.to(dtype), bounds)`): the error is the
+  // rounding's, made there, not a choice (empty when none).
   OpSite index_maker;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
@@ -294,7 +294,8 @@ class ModuleShadow : public GraphObserver {
   // An op's integer or bool input at a probed step: kept (kRecord), or compared with the
   // FP32 run's (kCompare): one that differs is a different choice
   // (ErrorSums::chose_differently), unless a float rounded to it (`t.long()` of a rounded
-  // timestep): then its cast is the op's index_maker. Never replaced.
+  // timestep, or its bucket): then that cast or bucketize is the op's index_maker. Never
+  // replaced.
   void NoteChoice(const std::string& path, const GraphSite& site, int input_index, const at::Tensor& value);
   void Compare(const std::string& path, const GraphSite& site, const at::Tensor& recorded,
                const at::Tensor& value);

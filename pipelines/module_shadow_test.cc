@@ -327,6 +327,30 @@ def forward(self, x):
   EXPECT_TRUE(seen);
 }
 
+// The same for an index that buckets a rounded float (`torch.bucketize` of the timestep
+// rounded to FP16: 998.2 becomes 998, in the bucket below 998.2's): the bucketize made it.
+TEST(ModuleShadowTest, AnIndexBucketedFromARoundedFloatNamesItsBucketize) {
+  jit::Module root("Bucket");
+  root.register_parameter("w", torch::ones({1}), false);
+  root.register_parameter("table", torch::randn({1024, 8}), false);
+  root.register_buffer("bounds", torch::arange(0, 1024, torch::kFloat));
+  root.define(R"JIT(
+def forward(self, x):
+    return torch.embedding(self.table, torch.bucketize(x.to(self.w.dtype), self.bounds)) * 1.0
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  bool seen = false;
+  for (const IsolatedError& e :
+       TimestepShadowErrors(root, *instrumentation, torch::tensor({998.2f, 996.1f, 990.2f, 500.0f}))) {
+    if (e.op != "aten::embedding") continue;
+    seen = true;
+    EXPECT_FALSE(e.chose_differently);
+    EXPECT_GT(e.Excess(), 100);
+    EXPECT_EQ(e.index_maker, (OpSite{"m", "aten::bucketize"}));
+  }
+  EXPECT_TRUE(seen);
+}
+
 // An op fed other indices than the FP32 run's (an argmax of sums that FP16 rounds to a
 // tie, as token merging ranks near-tied similarities) takes other elements: its error is
 // that choice, not a rounding of its own, and it says so; an op fed the same indices does

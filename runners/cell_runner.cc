@@ -631,6 +631,8 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
     producer->predicted_error = first_kept->predicted;
     producer->norm_module.clear();
     producer->norm_op.clear();
+    if (const std::string index = IndexMakerNote(*first_kept); !index.empty())
+      producer->note += std::string(producer->note.empty() ? "" : "; ") + index;
   }
   kept_islands.assign(islands.begin() + static_cast<long>(policy_islands), islands.end());
   char text[512];

@@ -112,6 +112,8 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
                   top.carried_error, top.error / top.carried_error);
     producer.note = text;
   }
+  if (const std::string index = IndexMakerNote(top); !index.empty() && top.Excess() >= kCauseExcess)
+    producer.note += std::string(producer.note.empty() ? "" : "; ") + index;
   if (top.input_offset >= kCancellingOffset && !top.input_maker.empty()) {
     // The norm returns the rounding of its input's offset: the maker of the offset made it
     // (up the sums that carried it there: IsolatedError::offset_origin).
@@ -209,6 +211,12 @@ std::string IslandKeepingInFp32(const std::string& module, const std::string& op
   if (op.empty() || (FindWeightedOp(op) != nullptr && std::any_of(weights.begin(), weights.end(), own)))
     return module;
   return OpIslandEntry(module, op);
+}
+
+std::string IndexMakerNote(const IsolatedError& error) {
+  if (error.index_maker.empty()) return "";
+  return "its indices are not the FP32 run's: " + error.index_maker.module + " (" + error.index_maker.op +
+         ") rounded a float into them";
 }
 
 bool IsElementwiseSum(const std::string& op) {

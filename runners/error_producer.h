@@ -40,6 +40,11 @@ bool IsSumOrMean(const std::string& op);
 // Whether `error` is an elementwise sum at kCancellingSumExcess or more.
 bool IsCancellingSum(const IsolatedError& error);
 
+// For a cause fed other indices than the FP32 run's that a float was rounded into
+// (IsolatedError::index_maker): "its indices are not the FP32 run's: denoiser.t_embed
+// (aten::to) rounded a float into them"; "" for any other.
+std::string IndexMakerNote(const IsolatedError& error);
+
 // The producer's isolated error over what its precision predicts; 0 when nothing is predicted.
 double ExcessOf(const ErrorProducer& producer);
 
