@@ -25,6 +25,10 @@ const std::map<std::string, WeightStorage>& StorageNames() {
   return names;
 }
 
+bool Fp8Storage(WeightStorage storage) {
+  return storage == WeightStorage::kFp8E4M3 || storage == WeightStorage::kFp8E5M2;
+}
+
 const std::map<std::string, c10::ScalarType>& ComputeNames() {
   static const std::map<std::string, c10::ScalarType> names = {
       {"fp32", c10::kFloat}, {"bf16", c10::kBFloat16}, {"fp16", c10::kHalf}, {"fp64", c10::kDouble}};
@@ -91,6 +95,9 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
       FG_RETURN_IF_ERROR(string_in(ComputeNames(), &p.compute));
     } else if (k == "emulate_fp16") {
       FG_RETURN_IF_ERROR(boolean(&p.emulate_fp16));
+    } else if (k == "fp8_weights") {
+      static const std::map<std::string, bool> scopes = {{"all", false}, {"linear-conv", true}};
+      FG_RETURN_IF_ERROR(string_in(scopes, &p.fp8_linear_conv_only));
     } else if (k == "allow_tf32") {
       FG_RETURN_IF_ERROR(boolean(&p.allow_tf32));
     } else if (k == "fp16_reduced_precision_reduction") {
@@ -150,6 +157,9 @@ StatusOr<DtypePolicy> ParsePolicy(const std::string& name, const toml::table& t,
   if (p.fp16_reduced_precision_reduction && p.bf16_reduced_precision_reduction)
     return Status::InvalidInput(Where(source, t) + ": policy '" + name +
                                 "': fp16_ and bf16_reduced_precision_reduction exclude each other");
+  if (p.fp8_linear_conv_only && !Fp8Storage(p.storage))
+    return Status::InvalidInput(Where(source, t) + ": policy '" + name +
+                                "': fp8_weights needs storage = \"fp8e4m3\" or \"fp8e5m2\"");
   if (p.emulate_fp16 && p.compute != c10::kFloat)
     return Status::InvalidInput(Where(source, t) + ": policy '" + name +
                                 "': emulate_fp16 needs compute = \"fp32\"");
@@ -405,6 +415,10 @@ bool DtypePolicy::KeepsWeightInFp32(const std::string& weight_path) const {
          std::find(fp32_modules.begin(), fp32_modules.end(), weight_path) != fp32_modules.end();
 }
 
+bool DtypePolicy::StoresInFp8(bool linear_or_conv_weight) const {
+  return Fp8Storage(storage) && (!fp8_linear_conv_only || linear_or_conv_weight);
+}
+
 std::string DtypePolicy::ToToml() const {
   auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
   std::ostringstream out;
@@ -425,6 +439,7 @@ std::string DtypePolicy::ToToml() const {
     for (const std::string& glob : fp32_modules) out << sep << quoted(glob), sep = ", ";
     out << "]\n";
   }
+  if (fp8_linear_conv_only) out << "fp8_weights = \"linear-conv\"\n";
   if (emulate_fp16) out << "emulate_fp16 = true\n";
   if (allow_tf32) out << "allow_tf32 = true\n";
   if (fp16_reduced_precision_reduction) out << "fp16_reduced_precision_reduction = true\n";

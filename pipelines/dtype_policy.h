@@ -46,6 +46,13 @@ struct DtypePolicy {
   // no FP16 kernels), values it would keep in float32 stay exact, and a weighted op whose
   // operands would differ in dtype raises its dtype error (pipelines/dtype_propagation.h).
   bool emulate_fp16 = false;
+  // FP8 storage of the weights of Linear and Conv layers only (`fp8_weights =
+  // "linear-conv"`): every other parameter (a bias, a norm's weight, an embedding table, a
+  // LayerScale gamma, a modulation table) is stored in the compute dtype, as torchao's
+  // float8 weight-only (Linear), diffusers' layerwise casting (Linear, Conv) and FP8
+  // checkpoints that keep such tensors in BF16 do. false (`"all"`): every floating
+  // parameter is stored in FP8.
+  bool fp8_linear_conv_only = false;
   bool allow_tf32 = false;  // TF32 matmul/conv inputs (native on CUDA, emulated on the CPU)
   // Accumulation: on CUDA the real switches; on the CPU emulated
   // (pipelines/accumulation_emulation.h): FP16 / BF16 running sums in blocks.
@@ -73,6 +80,9 @@ struct DtypePolicy {
   // Whether the weight (parameter or buffer) at `weight_path` ("denoiser.blocks.0.ff.0.weight")
   // is stored in FP32: its module is inside an island, or an fp32_modules entry is its path.
   bool KeepsWeightInFp32(const std::string& weight_path) const;
+  // Whether a parameter (outside the islands) is stored in FP8: FP8 storage, and with
+  // fp8_linear_conv_only the weight of a Linear or Conv layer.
+  bool StoresInFp8(bool linear_or_conv_weight) const;
   // An FP32 island by kind or by path.
   bool IsIsland(ModuleKind kind, const std::string& path) const {
     return IsIsland(kind) || InFp32Module(path);

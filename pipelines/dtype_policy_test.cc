@@ -149,6 +149,34 @@ TEST(DtypePolicyTest, APolicyWithoutBasedOnTakesTheProfileItsFlagsImply) {
   for (const DtypePolicy& p : PresetPolicies()) EXPECT_EQ(p.ToleranceProfileName(), p.name);
 }
 
+// `fp8_weights = "linear-conv"`: an FP8 policy whose other parameters (biases, norm
+// weights, scalars) stay in the compute dtype; it is judged as its FP8 preset,
+// round-trips, and is refused on a storage that is not FP8.
+TEST(DtypePolicyTest, Fp8WeightsLinearConvStoresOnlyTheirWeightsInFp8) {
+  StatusOr<PolicySet> set = PresetsAndPoliciesOf(
+      "[policy.x]\nbased_on = \"fp8e4m3-bf16\"\nfp8_weights = \"linear-conv\"\n", "p.toml");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  const DtypePolicy x = *FindPolicy("x", *set);
+  EXPECT_TRUE(x.fp8_linear_conv_only);
+  EXPECT_EQ(x.ToleranceProfileName(), "fp8e4m3-bf16");
+  EXPECT_TRUE(x.StoresInFp8(true));
+  EXPECT_FALSE(x.StoresInFp8(false));
+  EXPECT_TRUE(FindPolicy("fp8e4m3-bf16")->StoresInFp8(false));
+  EXPECT_FALSE(FindPolicy("bf16")->StoresInFp8(true));
+  StatusOr<PolicySet> again = PresetsAndPoliciesOf(x.ToToml(), "again.toml");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(FindPolicy("x", *again)->ToToml(), x.ToToml());
+  EXPECT_NE(x.ToToml().find("fp8_weights = \"linear-conv\"\n"), std::string::npos) << x.ToToml();
+  const auto error = [](const std::string& toml) {
+    StatusOr<PolicySet> bad = PresetsAndPoliciesOf(toml, "p.toml");
+    return bad.ok() ? std::string("ok") : bad.status().message();
+  };
+  EXPECT_EQ(error("[policy.x]\nbased_on = \"bf16\"\nfp8_weights = \"linear-conv\"\n"),
+            "p.toml:1:1: policy 'x': fp8_weights needs storage = \"fp8e4m3\" or \"fp8e5m2\"");
+  EXPECT_EQ(error("[policy.x]\nbased_on = \"fp8e5m2-bf16\"\nfp8_weights = \"biases\"\n"),
+            "p.toml:3:15: policy 'x': fp8_weights must be one of all, linear-conv");
+}
+
 TEST(DtypePolicyTest, BadPolicyTablesNameTheFileAndThePlace) {
   auto error = [](const std::string& toml) {
     StatusOr<PolicySet> set = PresetsAndPoliciesOf(toml, "p.toml");

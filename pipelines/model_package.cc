@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -184,13 +185,30 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
 
 // Places every parameter and floating buffer on `device` in the dtype the policy gives
 // its module: float32 inside an fp32_modules island, else the compute dtype. FP8 storage
-// rounds the weights through their 8-bit codes first (what a model stored in FP8 and
+// rounds the weights (those of Linear and Conv layers only with
+// DtypePolicy::fp8_linear_conv_only) through their 8-bit codes first (what a model stored in FP8 and
 // upcast at use computes with); FP16 emulation rounds them through float16. A complex
 // tensor outside the islands under a reduced policy becomes real, as Python's
 // Module.to(dtype) makes it (a RoPE table registered as a complex buffer loses its sines).
+// The `weight` parameters of the module's Linear and Conv layers (by the class name of
+// their scripted or traced type: Linear, Conv1d-3d, ConvTranspose1d-3d), by parameter path.
+std::set<std::string> LinearAndConvWeights(const torch::jit::Module& module) {
+  static const std::set<std::string> kLayers = {"Linear",          "Conv1d",          "Conv2d",
+                                                "Conv3d",          "ConvTranspose1d", "ConvTranspose2d",
+                                                "ConvTranspose3d", "LazyLinear"};
+  std::set<std::string> weights;
+  for (const auto& sub : module.named_modules()) {
+    const auto type = sub.value.type()->name();
+    if (!type || kLayers.count(type->name()) == 0 || !sub.value.hasattr("weight")) continue;
+    weights.insert(sub.name.empty() ? "weight" : sub.name + ".weight");
+  }
+  return weights;
+}
+
 void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device device) {
   const std::optional<Fp8Format> fp8 = Fp8FormatOf(policy.storage);
   const bool reduced = policy.emulate_fp16 || policy.compute != at::kFloat;
+  const std::set<std::string> linear_conv_weights = LinearAndConvWeights(m.module);
   auto place = [&](const std::string& name, at::Tensor value, bool is_weight) {
     const bool island = policy.KeepsWeightInFp32(JoinModulePath(m.root, name));
     const bool made_real = value.is_complex() && reduced && !island;
@@ -200,7 +218,7 @@ void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device d
     }
     if (made_real) m.complex_cast.push_back(m.root + "." + name);
     at::Tensor placed = made_real ? at::real(value).to(at::kFloat) : value.to(at::kFloat);
-    if (fp8 && is_weight && !island) {
+    if (fp8 && is_weight && !island && policy.StoresInFp8(linear_conv_weights.count(name) > 0)) {
       const double largest = Fp8MaxFinite(*fp8);
       const double absmax = placed.numel() > 0 ? placed.abs().max().item<double>() : 0.0;
       const double smallest_normal = Fp8MinNormal(*fp8);

@@ -30,6 +30,13 @@ Status WeightStore::Place(const DtypePolicy& model_policy, c10::Device device) {
     const DtypePolicy& policy = IsDecoderWeight(entry.name) ? decoder_policy : model_policy;
     const bool island = policy.IsIsland(entry.kind, ModuleOfWeight(entry.name));
     WeightStorage storage = island ? WeightStorage::kFloat32 : policy.storage;
+    // The reference model's weights of 2 or more dimensions are its Linear and Conv weights.
+    if (!island && Fp8FormatOf(storage) && !policy.StoresInFp8(entry.master.dim() >= 2)) {
+      // A bias or a norm's weight under fp8_weights = "linear-conv": the compute dtype.
+      storage = policy.compute == c10::kBFloat16 ? WeightStorage::kBFloat16
+                : policy.compute == c10::kHalf   ? WeightStorage::kFloat16
+                                                 : WeightStorage::kFloat32;
+    }
     at::Tensor t = entry.master;
     switch (storage) {
       case WeightStorage::kFloat32:

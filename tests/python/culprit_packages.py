@@ -159,6 +159,13 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  rounding, made by the cast.
   root-embed-tcast embed-tcast's lookup written in the denoiser's own forward.
   embed-twin     healthy: the float32 timestep looked up (`t.long()`).
+  layer-scale    healthy: a residual branch scaled by a LayerScale gamma of 1e-3 (a
+                 parameter of shape [1, 8, 1, 1, 1]). E4M3 storage of every parameter
+                 doubles gamma (its subnormal step is 2^-9); FP8 stacks that store the
+                 weights of Linear and Conv layers only (`fp8_weights = "linear-conv"`)
+                 keep it in BF16.
+  embed-bucket   embed-tcast whose index is the bucket of the cast timestep among 0..1023
+                 (`torch.bucketize`), not its cast to an integer.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -967,22 +974,30 @@ class RootPositionDenoiser(TableDenoiser):
 
 
 class EmbedTimestep(nn.Module):
-    def __init__(self, cast_first: bool):
+    """The timestep's row of a table: t.long(), or with `bucket` the bucket of t among
+    0..1023 (`torch.bucketize`); with `cast_first` of t cast to the activations' dtype."""
+    def __init__(self, cast_first: bool, bucket: bool = False):
         super().__init__()
         self.cast_first = cast_first
+        self.bucket = bucket
         self.table = nn.Embedding(1024, 8)
 
     def forward(self, t, like):
-        return self.table((t.to(like.dtype) if self.cast_first else t).long())
+        value = t.to(like.dtype) if self.cast_first else t
+        if self.bucket:
+            bounds = torch.arange(0, 1024, dtype=torch.float32, device=value.device)
+            return self.table(torch.bucketize(value, bounds))
+        return self.table(value.long())
 
 
 class EmbedTimestepDenoiser(TableDenoiser):
-    """embed-tcast (root=False), root-embed-tcast (root=True), embed-twin (cast_first=False)."""
-    def __init__(self, cast_first: bool, root: bool = False):
+    """embed-tcast (root=False), root-embed-tcast (root=True), embed-twin (cast_first=False),
+    embed-bucket (bucket=True)."""
+    def __init__(self, cast_first: bool, root: bool = False, bucket: bool = False):
         super().__init__(plain=False)
         self.cast_first = cast_first
         self.root = root
-        self.t_embed = EmbedTimestep(cast_first)
+        self.t_embed = EmbedTimestep(cast_first, bucket)
         self.body = nn.Sequential(nn.Conv3d(8, 192, 3, padding=1), nn.GELU(), nn.Conv3d(192, 8, 3, padding=1))
 
     def forward(self, x, t, cond):
@@ -993,6 +1008,21 @@ class EmbedTimestepDenoiser(TableDenoiser):
         else:
             e = self.t_embed(t, h)
         h = h + 0.25 * e[:, :, None, None, None]
+        h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
+        return self.conv_out(h)
+
+
+class LayerScaleDenoiser(TableDenoiser):
+    """layer-scale: a residual branch (two 3x3x3 convs) scaled by a LayerScale gamma of
+    1e-3 per channel, the branch's output in the hundreds."""
+    def __init__(self):
+        super().__init__(plain=False)
+        self.body = nn.Sequential(nn.Conv3d(8, 32, 3, padding=1), nn.GELU(), nn.Conv3d(32, 8, 3, padding=1))
+        self.gamma = nn.Parameter(torch.full((1, 8, 1, 1, 1), 1e-3))
+
+    def forward(self, x, t, cond):
+        h = self.conv_in(x)
+        h = h + self.gamma * (300.0 * self.body(h))
         h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
         return self.conv_out(h)
 
@@ -1142,6 +1172,8 @@ PACKAGES = [
     (3, "embed-tcast", lambda: EmbedTimestepDenoiser(True), {}),
     (3, "root-embed-tcast", lambda: EmbedTimestepDenoiser(True, root=True), {}),
     (3, "embed-twin", lambda: EmbedTimestepDenoiser(False), {}),
+    (3, "embed-bucket", lambda: EmbedTimestepDenoiser(True, bucket=True), {}),
+    (3, "layer-scale", LayerScaleDenoiser, {}),
     (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
 

@@ -64,7 +64,7 @@ def packages(tmp_path_factory):
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
                  "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor",
-                 "stream-drift", "embed-tcast", "root-embed-tcast", "embed-twin"):
+                 "stream-drift", "embed-tcast", "root-embed-tcast", "embed-twin", "embed-bucket", "layer-scale"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -830,20 +830,43 @@ def test_an_error_made_in_a_roots_own_forward_fails_within_its_bound(packages, t
     assert advice["status_after"] == "PASS" and advice["islands"] == advised, advice["runs"]
 
 
-@pytest.mark.parametrize("name,islands", [("embed-tcast", "denoiser.t_embed.table, denoiser.t_embed"),
-                                         ("root-embed-tcast", "denoiser.t_embed.table, denoiser:aten::to")])
-def test_an_index_rounded_from_a_float_is_a_rounding_not_a_choice(packages, tmp_path, name, islands):
-    # The timestep cast to BF16, then `.long()` into an nn.Embedding: the lookup takes other
-    # rows than the FP32 run, as a choice among near-ties would (token merging, not
-    # charged), but its index was made by the cast, so the error is a rounding: the cast's
-    # module (or, at the root, the cast as an op island) kept in FP32 takes it away, and
-    # the cell FAILs within its bound. Its twin passes.
+@pytest.mark.parametrize("name,islands,maker", [
+    ("embed-tcast", "denoiser.t_embed.table, denoiser.t_embed", "denoiser.t_embed (aten::to)"),
+    ("root-embed-tcast", "denoiser.t_embed.table, denoiser:aten::to", "denoiser (aten::to)"),
+    ("embed-bucket", "denoiser.t_embed.table, denoiser.t_embed", "denoiser.t_embed (aten::bucketize)")])
+def test_an_index_rounded_from_a_float_is_a_rounding_not_a_choice(packages, tmp_path, name, islands, maker):
+    # The timestep cast to BF16, then `.long()` (or bucketized) into an nn.Embedding: the
+    # lookup takes other rows than the FP32 run, as a choice among near-ties would (token
+    # merging, not charged), but its index was made of the rounded float, so the error is
+    # a rounding: the module that made the index (or, at the root, the cast as an op
+    # island) kept in FP32 takes it away, and the cell FAILs within its bound, its producer
+    # line naming the index's maker. Its twin passes.
     cell = one_cell(packages, tmp_path, name, "bf16", returncodes=(1,))
     assert cell["reason"].startswith(f"error made in {islands} ("), cell["reason"]
     assert cell["metrics"]["min_psnr"] > 26.8, cell["metrics"]
     assert cell["producer"]["op"] == "aten::embedding", cell["producer"]
+    assert f"its indices are not the FP32 run's: {maker} rounded a float into them" in cell["producer"]["note"]
     twin = one_cell(packages, tmp_path, "embed-twin", "bf16", returncodes=(0,))
     assert twin["status"] == "PASS" and "error made in" not in twin["reason"], twin
+
+
+def test_an_fp8_policy_may_store_only_linear_and_conv_weights_in_fp8(packages, tmp_path):
+    # layer-scale: a LayerScale gamma of 1e-3. The FP8 preset stores every parameter in
+    # E4M3, which doubles gamma (its subnormal step is 2^-9): the cell FAILs naming it. A
+    # stack that stores only Linear and Conv weights in FP8 (`fp8_weights = "linear-conv"`)
+    # keeps gamma in BF16, and its cell, judged by the same profile, passes with less error.
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[policy.fp8-linear-conv]\nbased_on = "fp8e4m3-bf16"\nfp8_weights = "linear-conv"\n')
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "layer-scale", "--policy", "fp8e4m3-bf16,fp8-linear-conv",
+            "--policy-file", policies, "--golden-dir", packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    every, linear_conv = json.loads(out.read_text())["cells"]
+    assert every["status"] == "FAIL", every
+    assert every["reason"].startswith("FP8 storage cannot hold weights: denoiser.gamma reaches only 0.001"), every
+    assert linear_conv["status"] == "PASS", linear_conv
+    assert linear_conv["judged_by"].startswith("profile fp8e4m3-bf16;"), linear_conv["judged_by"]
+    assert linear_conv["metrics"]["rel_l2"] < 0.8 * every["metrics"]["rel_l2"], (linear_conv, every)
 
 
 def test_an_error_made_in_a_roots_own_forward_past_its_bound_is_not_taken_for_a_sensitive_model(packages,
