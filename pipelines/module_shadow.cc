@@ -190,7 +190,12 @@ double PredictedError(const DtypePolicy& policy, const std::string& path, const 
                       bool weighted) {
   if (InFp32Op(policy, path, op)) return UnitRoundoff(c10::kFloat);
   const double compute = UnitRoundoff(policy.emulate_fp16 ? c10::kHalf : policy.compute);
-  return weighted ? std::max(compute, StorageError(policy.storage)) : compute;
+  if (!weighted) return compute;
+  // Under fp8_weights = "linear-conv" a norm's or a product's stored weight is not FP8.
+  const WeightedOp* layer = FindWeightedOp(op);
+  if (Fp8FormatOf(policy.storage) && !policy.StoresInFp8(layer != nullptr && layer->positional_weight))
+    return compute;
+  return std::max(compute, StorageError(policy.storage));
 }
 
 ModuleShadow::ModuleShadow(Mode mode, std::set<int> steps, DtypePolicy policy, const ModuleShadow* reference,
@@ -283,16 +288,20 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   if (input_index == site.weight_input || input_index == StoredWeightInput(site.op) || bias ||
       (value.is_leaf() && value.requires_grad())) {  // a weight
     const std::string name = SiteKey(path, site.op, /*upcoming=*/true);
+    const std::string input = name + "/" + std::to_string(input_index);
     if (mode_ == Mode::kRecord && value.numel() > 0) {  // the FP32 weights: their largest
-      double& absmax = weight_absmax_[name];
+      double& absmax = weight_absmax_[input];
       absmax = std::max(absmax, value.detach().abs().max().item<double>());
     } else if (mode_ == Mode::kCompare) {
       ErrorSums& sums = errors_[name];
       sums.weighted = true;
-      const auto recorded = reference_->weight_absmax_.find(name);
+      // Under fp8_weights = "linear-conv" only a linear's or a convolution's weight is FP8.
+      const bool linear_or_conv_weight = site.weighted != nullptr && site.weighted->positional_weight &&
+                                         input_index == site.weight_input;
+      const auto recorded = reference_->weight_absmax_.find(input);
       if (recorded != reference_->weight_absmax_.end() && recorded->second > LargestStored(policy_.storage) &&
-          !policy_.InFp32Module(path)) {
-        sums.saturated_weight = recorded->second;
+          !policy_.InFp32Module(path) && policy_.StoresInFp8(linear_or_conv_weight)) {
+        sums.saturated_weight = std::max(sums.saturated_weight, recorded->second);
       }
     }
     return inner.Before(path, site, input_index, value);

@@ -147,7 +147,7 @@ constexpr double kCancellingOffset = 8;
 double SoftmaxAmplification(const at::Tensor& logits);
 
 // The relative error the policy's rounding predicts for op `op` at `path` (`weighted`:
-// the op has a weight operand).
+// the op has a weight operand; its storage's error counts where the policy stores it so).
 double PredictedError(const DtypePolicy& policy, const std::string& path, const std::string& op,
                       bool weighted);
 
@@ -316,7 +316,7 @@ class ModuleShadow : public GraphObserver {
   std::map<std::string, at::Tensor> tensors_;        // key -> float32 copy (kRecord)
   std::map<std::string, int> site_calls_;            // "path\top" -> calls finished in this forward
   std::map<std::string, ErrorSums> errors_;          // SiteKey -> sums (kCompare)
-  std::map<std::string, double> weight_absmax_;      // SiteKey -> largest |weight| (kRecord)
+  std::map<std::string, double> weight_absmax_;      // SiteKey/input -> largest |weight| (kRecord)
   std::map<std::string, NormInput> norm_inputs_;     // SiteKey -> its input (kRecord)
   std::map<std::string, LogitSums> softmax_logits_;  // SiteKey -> sums over its calls (kRecord)
   LogitSums pending_logits_;  // kRecord: the softmax under way's, until its output shows its dimension

@@ -450,6 +450,44 @@ def forward(self, x):
   }
 }
 
+// Under fp8_weights = "linear-conv" a norm's weight and a linear's bias are held in the
+// compute dtype: beyond FP8's range they saturate nothing, and their ops are predicted the
+// compute dtype's rounding; the linear's weight is still FP8's.
+TEST(ModuleShadowTest, UnderLinearConvFp8OnlyALinearsWeightIsFp8) {
+  DtypePolicy fp8 = *FindPolicy("fp8e4m3-bf16");
+  fp8.fp8_linear_conv_only = true;
+  jit::Module root("Stored");
+  root.register_parameter("w", torch::full({4}, 2000.0), false);
+  root.register_parameter("lw", torch::full({4, 4}, 0.25), false);
+  root.register_parameter("lb", torch::full({4}, 2000.0), false);
+  root.define(R"JIT(
+def norm(self, x, w):
+    return torch.group_norm(x, 2, w)
+
+def forward(self, x):
+    return self.norm(x, self.w) * 1.0 + torch.linear(x, self.lw, self.lb) * 1.0
+)JIT");
+  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+  bool seen_norm = false, seen_linear = false;
+  for (const IsolatedError& e :
+       ShadowErrors(root, *instrumentation, fp8, torch::arange(8).reshape({2, 4}).to(at::kFloat))) {
+    if (e.op == "aten::group_norm") {
+      seen_norm = true;
+      EXPECT_EQ(e.saturated_weight, 0);
+      EXPECT_EQ(e.predicted, std::ldexp(1.0, -8));
+    } else if (e.op == "aten::linear") {
+      seen_linear = true;
+      EXPECT_EQ(e.saturated_weight, 0);
+      EXPECT_GT(e.predicted, std::ldexp(1.0, -8));  // E4M3's
+    }
+  }
+  EXPECT_TRUE(seen_norm);
+  EXPECT_TRUE(seen_linear);
+  EXPECT_EQ(PredictedError(fp8, "m", "aten::linear", true),
+            PredictedError(*FindPolicy("fp8e4m3-bf16"), "m", "aten::linear", true));
+  EXPECT_EQ(PredictedError(fp8, "m", "aten::matmul", true), std::ldexp(1.0, -8));
+}
+
 TEST(ModuleShadowTest, ANonfiniteOutputFromFiniteInputsIsAnInfiniteExcess) {
   jit::Module root("Overflow");
   root.register_module("big", Leaf("Big", "x * 100000.0"));
