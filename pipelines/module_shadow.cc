@@ -296,8 +296,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
       ErrorSums& sums = errors_[name];
       sums.weighted = true;
       // Under fp8_weights = "linear-conv" only a linear's or a convolution's weight is FP8.
-      const bool linear_or_conv_weight = site.weighted != nullptr && site.weighted->positional_weight &&
-                                         input_index == site.weight_input;
+      const bool linear_or_conv_weight =
+          site.weighted != nullptr && site.weighted->positional_weight && input_index == site.weight_input;
       const auto recorded = reference_->weight_absmax_.find(input);
       if (recorded != reference_->weight_absmax_.end() && recorded->second > LargestStored(policy_.storage) &&
           !policy_.InFp32Module(path) && policy_.StoresInFp8(linear_or_conv_weight)) {
