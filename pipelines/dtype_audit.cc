@@ -38,7 +38,9 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
   const DtypePolicy decoder_policy = DecoderPolicyOf(policy);
   for (const WeightEntry& w : model.weights().entries()) {
     const DtypePolicy& p = IsDecoderWeight(w.name) ? decoder_policy : policy;
-    const c10::ScalarType expected = ExpectedStoredDtype(p, w.kind, ModuleOfWeight(w.name));
+    // The reference model's weights of 2 or more dimensions are its Linear and Conv weights.
+    const c10::ScalarType expected =
+        ExpectedStoredDtype(p, w.kind, ModuleOfWeight(w.name), /*linear_or_conv_weight=*/w.master.dim() >= 2);
     if (w.stored.scalar_type() != expected)
       audit.weights.push_back({w.name, DtypeName(expected), DtypeName(w.stored.scalar_type())});
   }
@@ -48,7 +50,8 @@ DtypeAudit AuditReference(ReferenceModel& model, const DtypePolicy& policy) {
 
 }  // namespace
 
-c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind, const std::string& module) {
+c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind, const std::string& module,
+                                    bool linear_or_conv_weight) {
   if (policy.IsIsland(kind, module)) return c10::kFloat;
   switch (policy.storage) {
     case WeightStorage::kFloat64:
@@ -61,7 +64,7 @@ c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind, 
       return c10::kHalf;
     case WeightStorage::kFp8E4M3:
     case WeightStorage::kFp8E5M2:
-      return c10::kByte;
+      return policy.StoresInFp8(linear_or_conv_weight) ? c10::kByte : policy.compute;
   }
   return c10::kFloat;
 }

@@ -31,9 +31,10 @@ struct DtypeAudit {
 };
 
 // The dtype a weight of module `module` should have under `policy` ("fp32", "bf16",
-// "uint8" for FP8 codes).
-c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind,
-                                    const std::string& module = "");
+// "uint8" for FP8 codes; the compute dtype for a weight FP8 storage does not hold, under
+// fp8_weights = "linear-conv" any but a Linear's or a Conv's weight).
+c10::ScalarType ExpectedStoredDtype(const DtypePolicy& policy, ModuleKind kind, const std::string& module,
+                                    bool linear_or_conv_weight);
 
 // Audits the reference pipeline or a model package (spec.model_dir): bad input is a Status.
 StatusOr<DtypeAudit> AuditDtypes(const PipelineSpec& spec);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipelines/dtype_audit.h"
 #include "pipelines/dtype_policy.h"
 
 namespace framegate {
@@ -26,6 +27,10 @@ TEST(WeightStoreTest, ALinearConvFp8PolicyHoldsTheOtherWeightsInTheComputeDtype)
   EXPECT_FALSE(bias.fp8());
   // 1e-3 is below E4M3's smallest normal (2^-6): its codes would double it (2^-9).
   EXPECT_NEAR(bias.stored.to(at::kFloat)[0].item<float>(), 1e-3, 1e-5);
+  // The dtype audit expects what Place stored.
+  EXPECT_EQ(ExpectedStoredDtype(policy, ModuleKind::kOther, "ff", /*linear_or_conv_weight=*/true), at::kByte);
+  EXPECT_EQ(ExpectedStoredDtype(policy, ModuleKind::kOther, "ff", /*linear_or_conv_weight=*/false),
+            at::kBFloat16);
 }
 
 }  // namespace
