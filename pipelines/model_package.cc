@@ -183,19 +183,11 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
   }
 }
 
-// Places every parameter and floating buffer on `device` in the dtype the policy gives
-// its module: float32 inside an fp32_modules island, else the compute dtype. FP8 storage
-// rounds the weights (those of Linear and Conv layers only with
-// DtypePolicy::fp8_linear_conv_only) through their 8-bit codes first (what a model stored in FP8 and
-// upcast at use computes with); FP16 emulation rounds them through float16. A complex
-// tensor outside the islands under a reduced policy becomes real, as Python's
-// Module.to(dtype) makes it (a RoPE table registered as a complex buffer loses its sines).
 // The `weight` parameters of the module's Linear and Conv layers (by the class name of
 // their scripted or traced type: Linear, Conv1d-3d, ConvTranspose1d-3d), by parameter path.
 std::set<std::string> LinearAndConvWeights(const torch::jit::Module& module) {
-  static const std::set<std::string> kLayers = {"Linear",          "Conv1d",          "Conv2d",
-                                                "Conv3d",          "ConvTranspose1d", "ConvTranspose2d",
-                                                "ConvTranspose3d", "LazyLinear"};
+  static const std::set<std::string> kLayers = {
+      "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"};
   std::set<std::string> weights;
   for (const auto& sub : module.named_modules()) {
     const auto type = sub.value.type()->name();
@@ -205,6 +197,13 @@ std::set<std::string> LinearAndConvWeights(const torch::jit::Module& module) {
   return weights;
 }
 
+// Places every parameter and floating buffer on `device` in the dtype the policy gives
+// its module: float32 inside an fp32_modules island, else the compute dtype. FP8 storage
+// rounds the weights (those of Linear and Conv layers only with
+// DtypePolicy::fp8_linear_conv_only) through their 8-bit codes first (what a model stored in FP8 and
+// upcast at use computes with); FP16 emulation rounds them through float16. A complex
+// tensor outside the islands under a reduced policy becomes real, as Python's
+// Module.to(dtype) makes it (a RoPE table registered as a complex buffer loses its sines).
 void ApplyPolicy(InstrumentedModule& m, const DtypePolicy& policy, c10::Device device) {
   const std::optional<Fp8Format> fp8 = Fp8FormatOf(policy.storage);
   const bool reduced = policy.emulate_fp16 || policy.compute != at::kFloat;
