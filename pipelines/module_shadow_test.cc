@@ -303,52 +303,36 @@ def forward(self, x, like):
 }
 
 // An index made by rounding a float (`t.to(dtype).long()` of a timestep that FP16 rounds
-// from 998.8 to 999) takes other rows, as a choice does, but the error is the rounding's:
-// the lookup is not a different choice, and it names the cast that made its index (so
-// that an island covers it).
-TEST(ModuleShadowTest, AnIndexRoundedFromAFloatIsNoChoiceAndNamesItsCast) {
-  jit::Module root("Lookup");
-  root.register_parameter("w", torch::ones({1}), false);
-  root.register_parameter("table", torch::randn({1024, 8}), false);
-  root.define(R"JIT(
-def forward(self, x):
-    return torch.embedding(self.table, x.to(self.w.dtype).long()) * 1.0
-)JIT");
-  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
-  bool seen = false;
-  for (const IsolatedError& e :
-       TimestepShadowErrors(root, *instrumentation, torch::tensor({998.8f, 996.9f, 990.8f, 500.0f}))) {
-    if (e.op != "aten::embedding") continue;
-    seen = true;
-    EXPECT_FALSE(e.chose_differently);
-    EXPECT_GT(e.Excess(), 100);
-    EXPECT_EQ(e.index_maker, (OpSite{"m", "aten::to"}));
+// from 998.8 to 999; `torch.bucketize` of one that FP16 rounds from 998.2 to 998, in the
+// bucket below) takes other rows, as a choice does, but the error is the rounding's: the
+// lookup is not a different choice, and it names the op that made its index (so that an
+// island covers it).
+TEST(ModuleShadowTest, AnIndexRoundedFromAFloatIsNoChoiceAndNamesItsMaker) {
+  struct Case {
+    std::string index;  // TorchScript of the index made of x
+    std::vector<float> timesteps;
+    std::string maker;
+  };
+  for (const Case& c : {Case{"x.to(self.w.dtype).long()", {998.8f, 996.9f, 990.8f, 500.0f}, "aten::to"},
+                        Case{"torch.bucketize(x.to(self.w.dtype), self.bounds)",
+                             {998.2f, 996.1f, 990.2f, 500.0f},
+                             "aten::bucketize"}}) {
+    jit::Module root("Lookup");
+    root.register_parameter("w", torch::ones({1}), false);
+    root.register_parameter("table", torch::randn({1024, 8}), false);
+    root.register_buffer("bounds", torch::arange(0, 1024, torch::kFloat));
+    root.define("def forward(self, x):\n    return torch.embedding(self.table, " + c.index + ") * 1.0\n");
+    const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+    bool seen = false;
+    for (const IsolatedError& e : TimestepShadowErrors(root, *instrumentation, torch::tensor(c.timesteps))) {
+      if (e.op != "aten::embedding") continue;
+      seen = true;
+      EXPECT_FALSE(e.chose_differently) << c.maker;
+      EXPECT_GT(e.Excess(), 100) << c.maker;
+      EXPECT_EQ(e.index_maker, (OpSite{"m", c.maker}));
+    }
+    EXPECT_TRUE(seen) << c.maker;
   }
-  EXPECT_TRUE(seen);
-}
-
-// The same for an index that buckets a rounded float (`torch.bucketize` of the timestep
-// rounded to FP16: 998.2 becomes 998, in the bucket below 998.2's): the bucketize made it.
-TEST(ModuleShadowTest, AnIndexBucketedFromARoundedFloatNamesItsBucketize) {
-  jit::Module root("Bucket");
-  root.register_parameter("w", torch::ones({1}), false);
-  root.register_parameter("table", torch::randn({1024, 8}), false);
-  root.register_buffer("bounds", torch::arange(0, 1024, torch::kFloat));
-  root.define(R"JIT(
-def forward(self, x):
-    return torch.embedding(self.table, torch.bucketize(x.to(self.w.dtype), self.bounds)) * 1.0
-)JIT");
-  const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
-  bool seen = false;
-  for (const IsolatedError& e :
-       TimestepShadowErrors(root, *instrumentation, torch::tensor({998.2f, 996.1f, 990.2f, 500.0f}))) {
-    if (e.op != "aten::embedding") continue;
-    seen = true;
-    EXPECT_FALSE(e.chose_differently);
-    EXPECT_GT(e.Excess(), 100);
-    EXPECT_EQ(e.index_maker, (OpSite{"m", "aten::bucketize"}));
-  }
-  EXPECT_TRUE(seen);
 }
 
 // An op fed other indices than the FP32 run's (an argmax of sums that FP16 rounds to a
