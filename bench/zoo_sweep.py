@@ -7,11 +7,13 @@ non-finite module/op, the error class/module, the frame defect, an FP8 cell's co
 table (when the generator is found) and the cell's wall time.
 
   bench/zoo_sweep.py --framegate build/bin/framegate --zoo ZOO_DIR \
-      [--seeds 0-4] [--policies fp32,bf16,...] [--jobs 2] [--out cells.jsonl] [--summary table.md]
+      [--seeds 0-4] [--policies fp32,bf16,...] [--policy-file F] [--jobs 2] [--out cells.jsonl]
+      [--summary table.md]
 
 ZOO_DIR holds the packages (pipelines/examples/make_zoo_packages.py ZOO_DIR); --build makes
 them first. Goldens go to --golden-dir (default ZOO_DIR/.goldens), made once per package and
-seed. One `check` process per (package, seed) runs all the policies, with --threads 1;
+seed. One `check` process per (package, seed) runs all the policies (presets, or those
+--policy-file defines), with --threads 1;
 --jobs (1 or 2) such processes run side by side. --summary writes a Markdown table per
 (package, policy): the worst min_psnr, latent_cosine and compute part over the seeds and
 the statuses.
@@ -79,7 +81,7 @@ def cell_line(package: str, seed: int, cell: dict, seconds: float, expected: Opt
 
 
 def run_one(framegate: str, zoo: pathlib.Path, goldens: pathlib.Path, package: str, seed: int,
-            policies: str, expected: Optional[dict]) -> List[dict]:
+            policies: str, policy_file: str, expected: Optional[dict]) -> List[dict]:
     model = zoo / package
     common = ["--model", str(model), "--seed", str(seed), "--golden-dir", str(goldens), "--threads", "1"]
     made = subprocess.run([framegate, "golden", "make", *common], capture_output=True, text=True)
@@ -87,7 +89,8 @@ def run_one(framegate: str, zoo: pathlib.Path, goldens: pathlib.Path, package: s
         return [{"package": package, "policy": p, "seed": seed, "status": "HARNESS_ERROR",
                  "reason": made.stderr.strip()} for p in policies.split(",")]
     start = time.monotonic()
-    r = subprocess.run([framegate, "check", *common, "--policy", policies, "--json", "-"],
+    more = ["--policy-file", policy_file] if policy_file else []
+    r = subprocess.run([framegate, "check", *common, "--policy", policies, *more, "--json", "-"],
                        capture_output=True, text=True)
     seconds = (time.monotonic() - start) / max(1, len(policies.split(",")))
     if r.returncode not in (0, 1):
@@ -135,6 +138,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--build", action="store_true", help="make the zoo into --zoo first")
     parser.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,2,7 (default 0-4)")
     parser.add_argument("--policies", default=POLICIES, help=f"comma-separated (default {POLICIES})")
+    parser.add_argument("--policy-file", default="", help="TOML file defining more policies ([policy.NAME])")
     parser.add_argument("--packages", default="", help="comma-separated (default: every folder in --zoo)")
     parser.add_argument("--jobs", type=int, default=1, choices=[1, 2], help="check processes at once")
     parser.add_argument("--golden-dir", default="", help="default: ZOO/.goldens")
@@ -166,7 +170,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     jobs = [(p, s) for p in packages for s in seeds]
     results: Dict[tuple, List[dict]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_one, args.framegate, zoo, goldens, p, s, args.policies,
+        futures = {pool.submit(run_one, args.framegate, zoo, goldens, p, s, args.policies, args.policy_file,
                                (table.get(p) or {}).get("expected")): (p, s) for p, s in jobs}
         for future in concurrent.futures.as_completed(futures):
             results[futures[future]] = future.result()
