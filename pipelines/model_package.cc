@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -20,6 +21,7 @@
 #include "pipelines/op_islands.h"
 #include "pipelines/package_observer.h"
 #include "pipelines/weight_store.h"
+#include "pipelines/weighted_ops.h"
 
 namespace framegate {
 namespace {
@@ -183,15 +185,35 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
   }
 }
 
-// The `weight` parameters of the module's Linear and Conv layers (by the class name of
-// their scripted or traced type: Linear, Conv1d-3d, ConvTranspose1d-3d), by parameter path.
+// Whether a graph of `module`'s own methods (not its children's) calls a linear or a
+// convolution (pipelines/weighted_ops.h: the ops whose weight is positional).
+bool CallsALinearOrAConvolution(const torch::jit::Module& module) {
+  const std::function<bool(const torch::jit::Block*)> calls = [&](const torch::jit::Block* block) {
+    for (const torch::jit::Node* node : block->nodes()) {
+      const WeightedOp* op = FindWeightedOp(node->kind().toQualString());
+      if (op != nullptr && op->positional_weight) return true;
+      for (const torch::jit::Block* nested : node->blocks()) {
+        if (calls(nested)) return true;
+      }
+    }
+    return false;
+  };
+  for (const torch::jit::Method& method : module.get_methods()) {
+    if (calls(method.graph()->block())) return true;
+  }
+  return false;
+}
+
+// The `weight` parameters of the module's Linear and Conv layers, by parameter path: of
+// every module whose own methods call a linear or a convolution (nn.Linear, nn.Conv3d, and
+// their subclasses, which a scripted or traced type does not name: `isinstance` in
+// torchao's and diffusers' FP8 storage counts them).
 std::set<std::string> LinearAndConvWeights(const torch::jit::Module& module) {
-  static const std::set<std::string> kLayers = {
-      "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"};
   std::set<std::string> weights;
   for (const auto& sub : module.named_modules()) {
-    const auto type = sub.value.type()->name();
-    if (!type || kLayers.count(type->name()) == 0 || !sub.value.hasattr("weight")) continue;
+    if (!sub.value.hasattr("weight") || !sub.value.attr("weight").isTensor() ||
+        !CallsALinearOrAConvolution(sub.value))
+      continue;
     weights.insert(sub.name.empty() ? "weight" : sub.name + ".weight");
   }
   return weights;

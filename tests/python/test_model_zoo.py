@@ -158,3 +158,18 @@ def test_fp8_weights_beyond_the_formats_range_are_named_where_they_saturate(zoo,
     producer = cell["producer"]
     assert producer["found"] and inside(producer["module"], row["culprit"]), producer
     assert "beyond fp8e4m3's largest (448): they saturate" in producer["note"], producer
+
+
+def test_a_conv_subclass_weight_is_fp8_under_a_linear_conv_policy(zoo, goldens, tmp_path):
+    # fp8-range-weights' patch projection is an nn.Conv3d subclass (ScaledInputPatchProj),
+    # whose scripted type is not named Conv3d: `fp8_weights = "linear-conv"` stores it in FP8
+    # all the same (it calls a convolution, as torchao's and diffusers' isinstance counts
+    # it), so the weights beyond E4M3's range still FAIL the cell, named.
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[policy.lc]\nbased_on = "fp8e4m3-bf16"\nfp8_weights = "linear-conv"\n')
+    r = run("check", "--model", zoo / "packages" / "fp8-range-weights", "--policy", "lc", "--policy-file",
+            policies, "--golden-dir", goldens, "--json", "-")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (cell,) = json.loads(r.stdout)["cells"]
+    assert cell["status"] == "FAIL", cell
+    assert cell["reason"].startswith("FP8 storage cannot hold weights: denoiser.patchify.proj.weight reaches "), cell
