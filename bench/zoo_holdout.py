@@ -8,6 +8,7 @@ through bench/zoo_sweep.py: every cell must PASS, since each package is clean.
   /usr/bin/python3 bench/zoo_sweep.py --framegate build/bin/framegate --zoo OUT_DIR --seeds 0-4
 """
 
+import argparse
 import pathlib
 import sys
 
@@ -50,9 +51,10 @@ HOLDOUT = [
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", help="folder the packages are written into (one folder each)")
+    args = parser.parse_args()
     zoo.NAMES[:] = []
     for design in HOLDOUT:
         zoo.DESIGNS[design.name] = design
@@ -61,7 +63,7 @@ def main() -> int:
         zoo.BY_NAME[package.name] = package
         zoo.NAMES.append(package.name)
     zoo.torch.set_num_threads(1)
-    for path in zoo.write_packages(sys.argv[1], zoo.NAMES):
+    for path in zoo.write_packages(args.out_dir, zoo.NAMES):
         print(f"wrote {path}")
     return 0
 
