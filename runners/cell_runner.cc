@@ -330,6 +330,15 @@ bool MadeInARootsOwnForward(const IsolatedError& cause) {
          !cause.chose_differently;
 }
 
+// Whether `cause` cancels the rounding of a sum or a mean that made one of its inputs
+// (IsCancellingSum; `(h + 512) - 512`): at a root, the sum and those makers are op islands,
+// whatever the excess, not the root's other ops (a healthy root's glue).
+bool CancelsASumsRounding(const IsolatedError& cause) {
+  return IsCancellingSum(cause) && !cause.chose_differently &&
+         std::any_of(cause.input_makers.begin(), cause.input_makers.end(),
+                     [](const OpSite& maker) { return IsSumOrMean(maker.op); });
+}
+
 // The islands that stand in for the own forward of component root `root` ("denoiser"): its
 // own ops (an op island, no weight) and the scalars stored at its level (a `1 - sigma` of a
 // sigma stored as 1.0 is made where the scalar is stored), by their paths.
@@ -564,9 +573,10 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
   // healthy cells. They are for a strong cause made there (a timestep cast to BF16 before
   // its sinusoid, `E[x^2] - E[x]^2`; with the root's own scalars), and the op of a root
   // that made the offset a norm cancels (`norm(h + 64)` in the root's forward) is, as an
-  // op island. A cause that took other indices than the FP32 run (IsolatedError::
-  // chose_differently: token merging's gathers, 23-123x) is a different choice, not a
-  // rounding: not kept.
+  // op island; so are a sum at a root that cancels the rounding of a sum or a mean, and
+  // those makers (CancelsASumsRounding: `(h + 512) - 512` at 14.5x). A cause that took
+  // other indices than the FP32 run (IsolatedError::chose_differently: token merging's
+  // gathers, 23-123x) is a different choice, not a rounding: not kept.
   PipelineSpec kept = spec;
   std::vector<std::string>& islands = kept.policy.fp32_modules;
   const size_t policy_islands = islands.size();
@@ -598,6 +608,8 @@ StatusOr<std::string> MadeInModulesFinding(const PipelineSpec& spec, int steps, 
         keep_within_cap(root ? OpIslandEntry(site.module, site.op) : site.module);
       } else if (site == OpSite{cause.module, cause.op} && MadeInARootsOwnForward(cause)) {
         for (const std::string& island : RootStandIn(site.module, *weights)) keep_within_cap(island);
+      } else if (CancelsASumsRounding(cause)) {
+        keep_within_cap(OpIslandEntry(site.module, site.op));  // the sum, or a sum that fed it
       }
     }
   }

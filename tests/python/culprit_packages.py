@@ -108,6 +108,12 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  of frame error against its twin without it, yet the subtraction makes only
                  1.8x what BF16 predicts, under the 2x that names a cause: a sum that
                  cancels its rounded input, which a verdict must not take for rounding.
+  root-sum-cancel buffer-table's denoiser; the decoder's own forward (path "decoder")
+                 computes (z + 256) - 256 before tanh(2 x its conv): under bf16 13 dB below
+                 its twin (root-sum-cancel-twin, without the sum) and within the bf16
+                 profile; the subtraction makes under 16x what BF16 predicts, so the
+                 root's own ops do not stand in for it: the sum and the add that made its
+                 input are op islands.
   inplace-sum-cancel sum-cancel's subtraction written in place on a copy (`z = z.clone();
                  z += 64; z -= 64`): no isolated error of its own, 1.86x BF16's precision in
                  the input it hands on, under the 2x of the made-input check.
@@ -702,6 +708,19 @@ class SumCancelDecoder(Decoder):
         return torch.tanh(16.0 * self.conv(up))
 
 
+class RootSumCancelDecoder(Decoder):
+    """(z + offset) - offset in the decoder's own forward, before tanh(2 x its conv)."""
+    def __init__(self, offset=256.0):
+        super().__init__()
+        self.offset = offset
+
+    def forward(self, z):
+        if self.offset != 0.0:
+            z = (z + self.offset) - self.offset
+        up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
+        return torch.tanh(2.0 * self.conv(up))
+
+
 class InPlaceSumCancelDecoder(Decoder):
     def forward(self, z):
         z = z.clone()
@@ -1142,6 +1161,9 @@ PACKAGES = [
     (3, "inplace-whisper", InPlaceWhisperDenoiser, {}),
     (3, "fp8-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=CancelConvDecoder)),
     (3, "sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=SumCancelDecoder)),
+    (3, "root-sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=RootSumCancelDecoder)),
+    (3, "root-sum-cancel-twin", lambda: TableDenoiser(plain=False),
+     dict(decoder_class=lambda: RootSumCancelDecoder(0.0))),
     (3, "inplace-sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=InPlaceSumCancelDecoder)),
     (3, "motion-diff", MotionDiffDenoiser, dict(decoder_class=Steep32Decoder)),
     (3, "motion-tdiff", lambda: MotionDiffDenoiser("diff"), dict(decoder_class=Steep32Decoder)),
