@@ -99,6 +99,13 @@ bool MakesAnIndexOfAFloat(const std::string& op) {
          op == "aten::searchsorted";
 }
 
+// Whether `op`, given one float tensor (and scalars), hands its value on with the rounding
+// it was made with: a scale (`* 1.0`), a negation, a copy, a cast (IsolatedError::relays).
+bool IsRelay(const std::string& op) {
+  return op == "aten::mul" || op == "aten::div" || op == "aten::neg" || op == "aten::clone" ||
+         op == "aten::contiguous" || op == "aten::to" || op == "aten::_to_copy" || op == "aten::type_as";
+}
+
 // Whether `op` is an elementwise sum or difference of its inputs (the sums a cancellation
 // amplifies: ModuleShadow::SumSquares).
 bool IsSumOrDifference(const std::string& op) { return IsSum(op) || op == "aten::rsub"; }
@@ -241,6 +248,14 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     const Maker* maker = makers_.Find(value);
     copy_maker_ = maker != nullptr ? *maker : Maker{};
   }
+  if (site.kind == GraphSite::Kind::kOp) {
+    if (input_index == 0) relay_inputs_ = RelayInputs{};
+    if (value.defined() && value.is_floating_point() && value.dim() > 0) {  // not a wrapped scalar
+      ++relay_inputs_.floating;
+      const Maker* maker = makers_.Find(value);
+      relay_inputs_.source = maker != nullptr ? *maker : Maker{};
+    }
+  }
   // Only the recorded FP32 run's magnitude origins are read (RecordNormInput, carriers_).
   if (mode_ == Mode::kRecord && site.kind == GraphSite::Kind::kOp && IsSumOrDifference(site.op) &&
       steps_.count(step_) > 0 && Probed(value)) {
@@ -358,9 +373,15 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
       at::isfinite(recorded->second).all().item<bool>()) {
     sums.fed_nonfinite = true;
   }
-  if (maker != nullptr &&
-      std::find(sums.input_makers.begin(), sums.input_makers.end(), maker->site) == sums.input_makers.end()) {
-    sums.input_makers.push_back(maker->site);
+  const auto add_once = [](std::vector<OpSite>& sites, const OpSite& site) {
+    if (std::find(sites.begin(), sites.end(), site) == sites.end()) sites.push_back(site);
+  };
+  if (maker != nullptr) {
+    add_once(sums.input_makers, maker->site);
+    if (!maker->relayed_sum.empty()) {  // the sum whose rounding a relay hands on
+      add_once(sums.input_makers, maker->relayed_sum);
+      for (const OpSite& relay : maker->relays) add_once(sums.relays, relay);
+    }
   }
   sums.carried_error = std::max(sums.carried_error, input_error);
   sums.input_roundoff = std::max({sums.input_roundoff, input_error,
@@ -392,7 +413,18 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
       const OpSite made{path, site.op};
       const bool carried = mode_ == Mode::kRecord && IsSum(site.op) && !sum_inputs_.origin.empty() &&
                            sum_inputs_.rms >= 0.5 * RootMeanSquare(out);
-      makers_.Put(out, {made, predicted, carried ? sum_inputs_.origin : made});
+      Maker maker{made, predicted, carried ? sum_inputs_.origin : made, OpSite{}, {}};
+      if (IsRelay(site.op) && relay_inputs_.floating == 1) {
+        const Maker& source = relay_inputs_.source;
+        maker.relayed_sum = !source.relayed_sum.empty()      ? source.relayed_sum
+                            : SumsOrAverages(source.site.op) ? source.site
+                                                             : OpSite{};
+        if (!maker.relayed_sum.empty()) {
+          maker.relays = source.relays;
+          maker.relays.push_back(made);
+        }
+      }
+      makers_.Put(out, maker);
       if (carried) {
         std::vector<OpSite>& sums = carriers_[SiteName(sum_inputs_.origin.module, sum_inputs_.origin.op)];
         if (std::find(sums.begin(), sums.end(), made) == sums.end()) sums.push_back(made);
@@ -404,7 +436,7 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
   } else if (steps_.count(step_) > 0 && site.kind == GraphSite::Kind::kOp && out.defined() &&
              at::isIntegralType(out.scalar_type(), /*includeBool=*/false)) {
     const OpSite made{path, site.op};  // an index: NoteChoice asks who made it
-    makers_.Put(out, {made, 0, made});
+    makers_.Put(out, {made, 0, made, OpSite{}, {}});
   }
   if (site.kind != GraphSite::Kind::kOp || site.in_place || !Probed(out)) return out;
   const bool probed = steps_.count(step_) > 0;
@@ -606,6 +638,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     const auto norm = reference_->norm_inputs_.find(name);
     if (norm != reference_->norm_inputs_.end()) e.input_offset = norm->second.offset;
     e.input_makers = sums.input_makers;
+    e.relays = sums.relays;
     e.carried_error = sums.carried_error;
     e.chose_differently = sums.chose_differently;
     e.index_maker = sums.index_maker;

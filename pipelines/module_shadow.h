@@ -128,6 +128,10 @@ struct IsolatedError {
   // (`t.to(dtype).long()`, `torch.bucketize(t.to(dtype), bounds)`): the error is the
   // rounding's, made there, not a choice (empty when none).
   OpSite index_maker;
+  // The relays between a sum or a mean among input_makers and this op: ops of one float
+  // input that hand its value on (`(h + 64) * 1.0`, a negation, a cast), whose rounding
+  // the sum made; the sum is among input_makers (kCompare).
+  std::vector<OpSite> relays;
   // error / predicted; +inf when the output was non-finite or the weights saturate
   double Excess() const;
 };
@@ -266,6 +270,7 @@ class ModuleShadow : public GraphObserver {
     bool chose_differently = false;    // IsolatedError::chose_differently
     OpSite index_maker;                // IsolatedError::index_maker
     std::vector<OpSite> input_makers;  // IsolatedError::input_makers (kCompare)
+    std::vector<OpSite> relays;        // IsolatedError::relays (kCompare)
   };
   struct NormInput {  // kRecord: a norm site's input (IsolatedError::input_offset)
     double offset = 0;
@@ -341,7 +346,18 @@ class ModuleShadow : public GraphObserver {
     // Where its output's magnitude was made (kRecord): `site`, or for a sum whose largest
     // input holds at least half its output's root mean square, that input's origin.
     OpSite magnitude_origin;
+    // A relay (IsolatedError::relays): the sum or mean whose value it hands on, through
+    // the relays before it, and those relays, this one last; empty otherwise.
+    OpSite relayed_sum;
+    std::vector<OpSite> relays;
   };
+  // The op under way (Before its inputs, After its output): its float tensor inputs and
+  // the maker of the last one, for a relay's Maker::relayed_sum.
+  struct RelayInputs {
+    int floating = 0;
+    Maker source;
+  };
+  RelayInputs relay_inputs_;
   // A sum's inputs seen so far (Before), for its output's Maker::magnitude_origin (After).
   struct SumInputs {
     double rms = 0;  // the largest input's

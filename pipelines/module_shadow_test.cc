@@ -335,6 +335,40 @@ TEST(ModuleShadowTest, AnIndexRoundedFromAFloatIsNoChoiceAndNamesItsMaker) {
   }
 }
 
+// A sum that cancels the rounding of a sum through a relay (`(x + 64) * 1.0 - 64`, or
+// negated twice, `64 - (64 - x)`) names that sum among its input makers and the relays
+// between them, so that keeping it in FP32 keeps the whole chain (in the compute dtype a
+// relay would round again); a sum fed an op that combines tensors names no relay.
+TEST(ModuleShadowTest, ASumFedARelayOfASumNamesThatSumAndTheRelays) {
+  struct Case {
+    std::string body;  // TorchScript of the output made of x
+    std::string cancel, sum;
+    std::vector<std::string> relays;
+  };
+  for (const Case& c :
+       {Case{"(x + 64.0) * 1.0 - 64.0", "aten::sub", "aten::add", {"aten::mul"}},
+        Case{"((x + 64.0) * 1.0).neg() + 64.0", "aten::add", "aten::add", {"aten::mul", "aten::neg"}},
+        Case{"(x + 64.0) * self.w - 64.0", "aten::sub", "", {}}}) {
+    jit::Module root("Relay");
+    root.register_parameter("w", torch::ones({4}), false);
+    root.define("def forward(self, x):\n    return " + c.body + "\n");
+    const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
+    const at::Tensor x = torch::randn({3, 4});
+    bool seen = false;
+    for (const IsolatedError& e : ShadowErrors(root, *instrumentation, Fp16Emulated(), x)) {
+      if (e.op != c.cancel || e.input_makers.empty()) continue;  // not x + 64: no op made x
+      seen = true;
+      std::vector<std::string> relays;
+      for (const OpSite& relay : e.relays) relays.push_back(relay.op);
+      EXPECT_EQ(relays, c.relays) << c.body;
+      const bool names_the_sum = std::any_of(e.input_makers.begin(), e.input_makers.end(),
+                                             [&](const OpSite& m) { return m.op == c.sum; });
+      EXPECT_EQ(names_the_sum, !c.sum.empty()) << c.body;
+    }
+    EXPECT_TRUE(seen) << c.body;
+  }
+}
+
 // An op fed other indices than the FP32 run's (an argmax of sums that FP16 rounds to a
 // tie, as token merging ranks near-tied similarities) takes other elements: its error is
 // that choice, not a rounding of its own, and it says so; an op fed the same indices does

@@ -308,9 +308,10 @@ bool IsComponentRoot(const std::string& module) { return module.find('.') == std
 
 // The sites that keeping `cause` (a search's) in FP32 takes, in order: the cause, then
 // for a cancelling sum each input maker that is a sum or a mean (only a sum that made an
-// input rounds it: an op between them, `* 1.0` or a clone, kept too, would hand the sum an
-// exact copy of the rounded value, hiding it); with `offset_makers`, for a norm
-// cancelling an offset, the op that made it (the norm alone returns that rounding).
+// input rounds it) and the relays between such a sum and it (IsolatedError::relays:
+// `* 1.0`, a negation; kept without the sum, they would hand on an exact copy of the
+// rounded value, hiding it); with `offset_makers`, for a norm cancelling an offset, the op
+// that made it (the norm alone returns that rounding).
 std::vector<OpSite> SitesToKeep(const IsolatedError& cause, bool offset_makers) {
   std::vector<OpSite> sites = {{cause.module, cause.op}};
   if (offset_makers && cause.input_offset >= kCancellingOffset) sites.push_back(cause.input_maker);
@@ -319,6 +320,9 @@ std::vector<OpSite> SitesToKeep(const IsolatedError& cause, bool offset_makers) 
   for (const OpSite& maker : cause.input_makers) {
     if (IsSumOrMean(maker.op)) sites.push_back(maker);
   }
+  // Between such a sum and it, the relays that hand the rounded value on (`* 1.0`): in
+  // the compute dtype they would round it again.
+  sites.insert(sites.end(), cause.relays.begin(), cause.relays.end());
   return sites;
 }
 

@@ -114,6 +114,8 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  profile; the subtraction makes under 16x what BF16 predicts, so the
                  root's own ops do not stand in for it: the sum and the add that made its
                  input are op islands.
+  root-relay-cancel root-sum-cancel's sum through a relay, (z + 256) * 1.0 - 256: the
+                 multiplication, kept in BF16, would round the sum's FP32 output again.
   inplace-sum-cancel sum-cancel's subtraction written in place on a copy (`z = z.clone();
                  z += 64; z -= 64`): no isolated error of its own, 1.86x BF16's precision in
                  the input it hands on, under the 2x of the made-input check.
@@ -709,13 +711,17 @@ class SumCancelDecoder(Decoder):
 
 
 class RootSumCancelDecoder(Decoder):
-    """(z + offset) - offset in the decoder's own forward, before tanh(2 x its conv)."""
-    def __init__(self, offset=256.0):
+    """(z + offset) - offset in the decoder's own forward, before tanh(2 x its conv); with
+    relay, (z + offset) * 1.0 - offset."""
+    def __init__(self, offset=256.0, relay=False):
         super().__init__()
         self.offset = offset
+        self.relay = relay
 
     def forward(self, z):
-        if self.offset != 0.0:
+        if self.relay:
+            z = (z + self.offset) * 1.0 - self.offset
+        elif self.offset != 0.0:
             z = (z + self.offset) - self.offset
         up = torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest")
         return torch.tanh(2.0 * self.conv(up))
@@ -1162,6 +1168,8 @@ PACKAGES = [
     (3, "fp8-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=CancelConvDecoder)),
     (3, "sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=SumCancelDecoder)),
     (3, "root-sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=RootSumCancelDecoder)),
+    (3, "root-relay-cancel", lambda: TableDenoiser(plain=False),
+     dict(decoder_class=lambda: RootSumCancelDecoder(relay=True))),
     (3, "root-sum-cancel-twin", lambda: TableDenoiser(plain=False),
      dict(decoder_class=lambda: RootSumCancelDecoder(0.0))),
     (3, "inplace-sum-cancel", lambda: TableDenoiser(plain=False), dict(decoder_class=InPlaceSumCancelDecoder)),
