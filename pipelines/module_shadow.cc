@@ -248,7 +248,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     const Maker* maker = makers_.Find(value);
     copy_maker_ = maker != nullptr ? *maker : Maker{};
   }
-  if (site.kind == GraphSite::Kind::kOp) {
+  // Only a relay's inputs, at a probed step (where After keeps makers), are looked up.
+  if (site.kind == GraphSite::Kind::kOp && IsRelay(site.op) && steps_.count(step_) > 0) {
     if (input_index == 0) relay_inputs_ = RelayInputs{};
     if (value.defined() && value.is_floating_point() && value.dim() > 0) {  // not a wrapped scalar
       ++relay_inputs_.floating;

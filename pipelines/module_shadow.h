@@ -351,8 +351,8 @@ class ModuleShadow : public GraphObserver {
     OpSite relayed_sum;
     std::vector<OpSite> relays;
   };
-  // The op under way (Before its inputs, After its output): its float tensor inputs and
-  // the maker of the last one, for a relay's Maker::relayed_sum.
+  // The relay under way (Before its inputs, After its output, at a probed step): its float
+  // tensor inputs and the maker of the last one, for its Maker::relayed_sum.
   struct RelayInputs {
     int floating = 0;
     Maker source;
