@@ -99,8 +99,9 @@ bool MakesAnIndexOfAFloat(const std::string& op) {
          op == "aten::searchsorted";
 }
 
-// Whether `op`, given one float tensor (and scalars), hands its value on with the rounding
+// Whether `op`, given one float tensor (and constants), hands its value on with the rounding
 // it was made with: a scale (`* 1.0`), a negation, a copy, a cast (IsolatedError::relays).
+// Scaled by a scalar the model holds (`alpha * s` of a parameter), it is the model's arithmetic.
 bool IsRelay(const std::string& op) {
   return op == "aten::mul" || op == "aten::div" || op == "aten::neg" || op == "aten::clone" ||
          op == "aten::contiguous" || op == "aten::to" || op == "aten::_to_copy" || op == "aten::type_as";
@@ -172,15 +173,17 @@ double AmplificationOf(const ModuleShadow::LogitSums& sums) {
 
 double SoftmaxAmplification(const at::Tensor& logits) { return AmplificationOf(LogitSumsOf(logits)); }
 
-double ModuleShadow::AmplificationAt(const std::string& site_key) const {
+double ModuleShadow::AmplifiedRoundoff(const std::string& site_key, double input_roundoff) const {
   const ModuleShadow& record = reference_ != nullptr ? *reference_ : *this;
   const auto found = record.softmax_logits_.find(site_key);
-  if (found != record.softmax_logits_.end()) return AmplificationOf(found->second);
+  if (found != record.softmax_logits_.end()) return input_roundoff * AmplificationOf(found->second);
   const auto sum = record.sum_squares_.find(site_key);
   if (sum == record.sum_squares_.end() || sum->second.fed_by_a_sum || !(sum->second.outputs > 0)) return 0;
-  const double k_squared = sum->second.inputs / sum->second.outputs;
-  if (!std::isfinite(k_squared) || k_squared >= kCancellingOffset * kCancellingOffset) return 0;
-  return std::sqrt(1 + k_squared);
+  const double k = std::sqrt(sum->second.inputs / sum->second.outputs);
+  // Past kCancellingOffset, only a cancellation that leaves no bit of its output (its
+  // inputs' rounding amplified to kLostOutput of it) is the op's.
+  if (!std::isfinite(k) || (k >= kCancellingOffset && k * input_roundoff >= kLostOutput)) return 0;
+  return input_roundoff * std::sqrt(1 + k * k);
 }
 
 void SortByExcess(std::vector<IsolatedError>& errors) {
@@ -255,6 +258,9 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
       ++relay_inputs_.floating;
       const Maker* maker = makers_.Find(value);
       relay_inputs_.source = maker != nullptr ? *maker : Maker{};
+    } else if (value.defined() && value.is_floating_point() &&
+               ((value.is_leaf() && value.requires_grad()) || makers_.Find(value) != nullptr)) {
+      relay_inputs_.scaled = true;  // by a parameter or a computed scalar: `alpha * s`
     }
   }
   // Only the recorded FP32 run's magnitude origins are read (RecordNormInput, carriers_).
@@ -268,7 +274,8 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
     const Maker* maker = makers_.Find(value);
     pending_sum_.inputs += rms * rms;
     pending_sum_.fed_by_a_sum =
-        pending_sum_.fed_by_a_sum || (maker != nullptr && SumsOrAverages(maker->site.op));
+        pending_sum_.fed_by_a_sum ||
+        (maker != nullptr && (SumsOrAverages(maker->site.op) || !maker->relayed_sum.empty()));
     if (IsSum(site.op) && rms > sum_inputs_.rms) {
       sum_inputs_ = SumInputs{rms, maker != nullptr ? maker->magnitude_origin : OpSite{}};
     }
@@ -407,7 +414,7 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
                               (fed != errors_.end() && fed->second.weighted);
         const double input_roundoff = fed != errors_.end() ? fed->second.input_roundoff : 0.0;
         predicted = std::max({PredictedError(policy_, path, site.op, weighted), input_roundoff,
-                              input_roundoff * AmplificationAt(SiteKey(path, site.op, /*upcoming=*/true))});
+                              AmplifiedRoundoff(SiteKey(path, site.op, /*upcoming=*/true), input_roundoff)});
         // Fed elements the shadow could not replace, its output carries their error.
         if (site.unhooked_list_input) predicted = 0;
       }
@@ -415,7 +422,7 @@ at::Tensor ModuleShadow::After(const std::string& path, const GraphSite& site, i
       const bool carried = mode_ == Mode::kRecord && IsSum(site.op) && !sum_inputs_.origin.empty() &&
                            sum_inputs_.rms >= 0.5 * RootMeanSquare(out);
       Maker maker{made, predicted, carried ? sum_inputs_.origin : made, OpSite{}, {}};
-      if (IsRelay(site.op) && relay_inputs_.floating == 1) {
+      if (IsRelay(site.op) && relay_inputs_.floating == 1 && !relay_inputs_.scaled) {
         const Maker& source = relay_inputs_.source;
         maker.relayed_sum = !source.relayed_sum.empty()      ? source.relayed_sum
                             : SumsOrAverages(source.site.op) ? source.site
@@ -666,7 +673,7 @@ std::vector<IsolatedError> ModuleShadow::Errors() const {
     // affine weights' storage (an FP8 format's 2^-2 would hide a 49x cancellation).
     const bool cancels = e.input_offset >= kCancellingOffset;
     e.predicted = std::max({PredictedError(policy_, e.module, e.op, sums.weighted && !cancels),
-                            sums.input_roundoff, sums.input_roundoff * AmplificationAt(name)});
+                            sums.input_roundoff, AmplifiedRoundoff(name, sums.input_roundoff)});
     out.push_back(e);
   }
   SortByExcess(out);

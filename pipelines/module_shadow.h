@@ -50,10 +50,12 @@
 // input broadcast to the output's shape; `1 - alpha` of a sigmoid's 0.75: 3x), a property
 // of the model's values as a softmax's logits are. kRecord keeps each sum site's squares,
 // and the site is predicted its input's roundoff times sqrt(1 + k^2) (the inputs' rounding
-// amplified, and its own). Except a sum fed by a sum or a mean (an offset added, then
-// taken away: `(z + 64) - 64`, `x - x.mean()`), or one that cancels kCancellingOffset
-// times its output or more (3 bits, as a norm's offset: a blend weight of 0.9995): that
-// cancellation is the op's error.
+// amplified, and its own). Except a sum fed by a sum or a mean, or by a relay of one (an
+// offset added, then taken away: `(z + 64) - 64`, `(z + 64) * 1.0 - 64`, `x - x.mean()`),
+// or one that cancels kCancellingOffset times its output or more and so much that no bit
+// of its output is left (kLostOutput: a blend weight of 0.9995 that BF16 stores as 1.0):
+// that cancellation is the op's error. A healthy blend at alpha 0.9 (k = 9) keeps 5 of
+// BF16's 8 bits: predicted.
 //
 // A norm (norm_ops.h) cancels its input's mean: when that mean stands far from the
 // input's spread, the rounding of it (the input's error, within its precision) comes back
@@ -142,6 +144,12 @@ void SortByExcess(std::vector<IsolatedError>& errors);
 // A norm whose input's offset ratio is at least this has lost 3 bits of its input's
 // precision to cancellation: its error is charged to the op that made the offset.
 constexpr double kCancellingOffset = 8;
+
+// An elementwise sum that cancels its inputs k times its output, not fed by a sum (a
+// blend's `1 - alpha`), returns their rounding amplified k times: a property of the
+// model's values, as long as some bits of its output are left. At k * roundoff of this
+// or more none is (a blend weight of 0.9995 that BF16 stores as 1.0): the op's error.
+constexpr double kLostOutput = 0.5;
 
 // How many times a relative rounding of softmax logits `logits` (over the last dimension)
 // shows in the probabilities' relative L2 error: sqrt(sum_rows (sum_i p_i^2 s_i^2 (1 - 2 p_i)
@@ -327,7 +335,7 @@ class ModuleShadow : public GraphObserver {
   LogitSums pending_logits_;  // kRecord: the softmax under way's, until its output shows its dimension
   // An elementwise sum's squares, pooled over its calls (kRecord): its inputs' (each
   // broadcast to its output's shape) and its outputs', and whether an input was made by a
-  // sum or a mean.
+  // sum or a mean, or handed on from one by relays (Maker::relayed_sum).
   struct SumSquares {
     double inputs = 0, outputs = 0;
     bool fed_by_a_sum = false;
@@ -336,10 +344,11 @@ class ModuleShadow : public GraphObserver {
   // kRecord: the sum under way's inputs: their mean squares added (`inputs`), until its
   // output shows their broadcast shape.
   SumSquares pending_sum_;
-  // What a site's compute amplifies of its inputs' relative rounding (recorded by kRecord):
-  // a softmax's SoftmaxAmplification, an elementwise sum's sqrt(1 + k^2) unless fed by a sum
-  // or a mean or k >= kCancellingOffset; 0 when not recorded.
-  double AmplificationAt(const std::string& site_key) const;
+  // Its inputs' relative rounding `input_roundoff` as a site's compute amplifies it
+  // (recorded by kRecord): times a softmax's SoftmaxAmplification, or an elementwise sum's
+  // sqrt(1 + k^2) unless fed by a sum or a mean (or a relay of one), or k is kCancellingOffset
+  // or more and k * input_roundoff reaches kLostOutput; 0 when not recorded.
+  double AmplifiedRoundoff(const std::string& site_key, double input_roundoff) const;
   struct Maker {
     OpSite site;
     double predicted = 0;  // its PredictedError when made inputs are measured, else 0
@@ -355,6 +364,7 @@ class ModuleShadow : public GraphObserver {
   // tensor inputs and the maker of the last one, for its Maker::relayed_sum.
   struct RelayInputs {
     int floating = 0;
+    bool scaled = false;  // also fed a scalar the model holds (a parameter, a computed one)
     Maker source;
   };
   RelayInputs relay_inputs_;

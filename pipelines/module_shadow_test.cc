@@ -149,16 +149,19 @@ def forward(self, x):
 
 // A blend's `1 - alpha` of a sigmoid at 0.75 (SVD's time-mix) returns alpha's FP16 rounding
 // three times larger relative to its output: it is predicted that amplification, the model's
-// own, not made by the op (1.87x the roundoff alone). One of alpha 0.9995 cancels 2000x,
-// past 8x: the roundoff alone, its cancellation the op's error. (The sum of
-// MakeCancellingChain, fed by a sum, is predicted the roundoff alone: the first test.)
+// own, not made by the op (1.87x the roundoff alone); at alpha 0.9 nine times (3 of FP16's
+// 11 bits lost, the rest kept). One of alpha 0.9995 cancels 2000x, so much that no bit of
+// its output is left (kLostOutput): the roundoff alone, its cancellation the op's error.
+// (The sum of MakeCancellingChain, fed by a sum, is predicted the roundoff alone: the first
+// test.)
 TEST(ModuleShadowTest, ADifferenceIsPredictedItsInputsAmplificationUnlessASumMadeThem) {
   jit::Module root("Blend");
   root.register_module("mix", Leaf("Mix", "1.0 - torch.sigmoid(x * 0.0 + 1.1)"));
+  root.register_module("nine", Leaf("Nine", "1.0 - torch.sigmoid(x * 0.0 + 2.2)"));
   root.register_module("steep", Leaf("Steep", "1.0 - torch.sigmoid(x * 0.0 + 7.6)"));
   root.define(R"JIT(
 def forward(self, x):
-    return self.mix.forward(x) + self.steep.forward(x)
+    return self.mix.forward(x) + self.nine.forward(x) + self.steep.forward(x)
 )JIT");
   const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
   const at::Tensor x = torch::ones({2, 4});
@@ -172,6 +175,12 @@ def forward(self, x):
   EXPECT_GT(blend->error, 1.5 * roundoff);
   EXPECT_GT(blend->predicted, 3 * roundoff);  // sqrt(1 + 3^2) roundoffs
   EXPECT_LT(blend->Excess(), 1);
+  const auto nine = std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) {
+    return e.op == "aten::add" && e.input_maker == OpSite{"m.nine", "aten::neg"};
+  });
+  ASSERT_NE(nine, errors.end());
+  EXPECT_GT(nine->predicted, 9 * roundoff);  // sqrt(1 + 9^2) roundoffs
+  EXPECT_LT(nine->Excess(), 1);
   const auto steep = std::find_if(errors.begin(), errors.end(), [](const IsolatedError& e) {
     return e.op == "aten::add" && e.input_maker == OpSite{"m.steep", "aten::neg"};
   });
@@ -207,7 +216,9 @@ def forward(self, x):
   for (const IsolatedError& e : errors) EXPECT_NE(e.op, "aten::cat") << e.module << " " << e.Excess();
   // The product after it is fed the recorded cat output: it carries nothing.
   for (const IsolatedError& e : errors) {
-    if (e.op == "aten::mul") EXPECT_LT(e.Excess(), 4);
+    if (e.op == "aten::mul") {
+      EXPECT_LT(e.Excess(), 4);
+    }
   }
 }
 
@@ -348,9 +359,11 @@ TEST(ModuleShadowTest, ASumFedARelayOfASumNamesThatSumAndTheRelays) {
   for (const Case& c :
        {Case{"(x + 64.0) * 1.0 - 64.0", "aten::sub", "aten::add", {"aten::mul"}},
         Case{"((x + 64.0) * 1.0).neg() + 64.0", "aten::add", "aten::add", {"aten::mul", "aten::neg"}},
-        Case{"(x + 64.0) * self.w - 64.0", "aten::sub", "", {}}}) {
+        Case{"(x + 64.0) * self.w - 64.0", "aten::sub", "", {}},
+        Case{"(x + 64.0) * self.alpha - 64.0", "aten::sub", "", {}}}) {
     jit::Module root("Relay");
     root.register_parameter("w", torch::ones({4}), false);
+    root.register_parameter("alpha", torch::ones({}).requires_grad_(), false);  // as loaded
     root.define("def forward(self, x):\n    return " + c.body + "\n");
     const auto instrumentation = GraphInstrumentation::Instrument(root, "m");
     const at::Tensor x = torch::randn({3, 4});
@@ -364,6 +377,13 @@ TEST(ModuleShadowTest, ASumFedARelayOfASumNamesThatSumAndTheRelays) {
       const bool names_the_sum = std::any_of(e.input_makers.begin(), e.input_makers.end(),
                                              [&](const OpSite& m) { return m.op == c.sum; });
       EXPECT_EQ(names_the_sum, !c.sum.empty()) << c.body;
+      // Fed a relay of a sum, the cancellation (64x) is the op's error: the roundoff alone
+      // is predicted. Fed a product with the model's weights, it is the model's: amplified.
+      if (c.sum.empty()) {
+        EXPECT_GT(e.predicted, 8 * std::ldexp(1.0, -11)) << c.body;
+      } else {
+        EXPECT_EQ(e.predicted, std::ldexp(1.0, -11)) << c.body;
+      }
     }
     EXPECT_TRUE(seen) << c.body;
   }
