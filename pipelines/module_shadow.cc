@@ -65,6 +65,9 @@ double StorageError(WeightStorage storage) {
 
 bool Probed(const at::Tensor& value) { return value.defined() && value.is_floating_point(); }
 
+// Whether `value` is a parameter of the loaded model (a leaf that requires grad).
+bool IsParameter(const at::Tensor& value) { return value.is_leaf() && value.requires_grad(); }
+
 // Whether `policy` computes (or emulates) in a dtype coarser than float32.
 bool LowerCompute(const DtypePolicy& policy) { return policy.emulate_fp16 || policy.compute != c10::kFloat; }
 
@@ -259,7 +262,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
       const Maker* maker = makers_.Find(value);
       relay_inputs_.source = maker != nullptr ? *maker : Maker{};
     } else if (value.defined() && value.is_floating_point() &&
-               ((value.is_leaf() && value.requires_grad()) || makers_.Find(value) != nullptr)) {
+               (IsParameter(value) || makers_.Find(value) != nullptr)) {
       relay_inputs_.scaled = true;  // by a parameter or a computed scalar: `alpha * s`
     }
   }
@@ -309,7 +312,7 @@ at::Tensor ModuleShadow::Before(const std::string& path, const GraphSite& site, 
   const bool bias = site.weighted != nullptr && site.weighted->positional_weight && site.weight_input >= 0 &&
                     input_index == site.weighted->bias;
   if (input_index == site.weight_input || input_index == StoredWeightInput(site.op) || bias ||
-      (value.is_leaf() && value.requires_grad())) {  // a weight
+      IsParameter(value)) {  // a weight
     const std::string name = SiteKey(path, site.op, /*upcoming=*/true);
     const std::string input = name + "/" + std::to_string(input_index);
     if (mode_ == Mode::kRecord && value.numel() > 0) {  // the FP32 weights: their largest
