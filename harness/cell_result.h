@@ -85,6 +85,11 @@ struct ErrorProducer {
   // When that offset was carried to the norm by sums (a residual stream): the sums that
   // carried it and every norm it reached, as (module, op). For the advisor; not stored.
   std::vector<std::pair<std::string, std::string>> offset_stream;
+  // When a norm computes in FP32 but the offset it cancels was rounded before it (an FP32
+  // island around the norm and its sums, the offset's maker outside): the ops that rounded
+  // it (pipelines/module_shadow.h, RoundedNorm::rounded_by), nearest the norm first, as
+  // (module, op), whatever op the producer names. For the advisor; not stored.
+  std::vector<std::pair<std::string, std::string>> offset_rounded_by;
   // The producer's largest FP32 weight when it is beyond what its FP8 storage holds (they
   // saturate: a cause whatever its error); 0 otherwise. Not stored: the note says it.
   double saturated_weight = 0;

@@ -522,9 +522,16 @@ ModuleShadow::RoundedNorm ModuleShadow::RoundedCancellingNorm() const {
       queue.push_back(maker);
     }
     for (size_t i = 0; i < queue.size() && i < 8; ++i) {
-      if (in_fp32(queue[i])) continue;
       std::vector<OpSite> makers;
       const double returned = AbsoluteError(queue[i], &makers) * gain;
+      if (in_fp32(queue[i])) {
+        // An FP32 op hands on what was rounded before it (a relay kept with the norm and
+        // its sum: `h + emb_proj(e).repeat_interleave(...)`): up its makers.
+        for (const OpSite& m : makers) {
+          if (std::find(queue.begin(), queue.end(), m) == queue.end()) queue.push_back(m);
+        }
+        continue;
+      }
       // The maker itself is the one the offset is charged to, at any error.
       if (!(returned >= 2 * compute) && !(queue[i] == maker)) continue;
       IsolatedError rounder;

@@ -209,10 +209,11 @@ class ModuleShadow : public GraphObserver {
     std::string note;  // in words; "" when no norm returns a rounded offset
     // The ops outside FP32 that rounded the offset, nearest the norm first: the maker, or
     // the ones that made the inputs of the FP32 op fed the rounding; then up their makers
-    // outside FP32 while each rounds at the offset's scale (at most 8 sites): in
-    // `norm(h + 0.2 * conv(h))` with the add kept, the mul and the conv whose bias makes
-    // the offset. Each as a cause: its error what the norm returns of its rounding
-    // (relative), predicted the compute's unit roundoff, and itself the offset's maker.
+    // outside FP32 while each rounds at the offset's scale, and through the FP32 ops among
+    // them (at most 8 sites): in `norm(h + 0.2 * conv(h))` with the add kept, the mul and
+    // the conv whose bias makes the offset; with a relay kept too (`h +
+    // proj(e).repeat_interleave(f)`), the linear behind it. Each as a cause: its error what the norm returns
+    // of its rounding (relative), predicted the compute's unit roundoff, and itself the offset's maker.
     std::vector<IsolatedError> rounded_by;
   };
   RoundedNorm RoundedCancellingNorm() const;

@@ -143,6 +143,7 @@ StatusOr<ErrorProducer> SearchSteps(const PipelineSpec& spec, const DtypePolicy&
     const ModuleShadow::RoundedNorm norm = compared.RoundedCancellingNorm();
     if (!norm.note.empty()) producer.note += std::string(producer.note.empty() ? "" : "; ") + norm.note;
     for (const IsolatedError& rounder : norm.rounded_by) {
+      producer.offset_rounded_by.emplace_back(rounder.module, rounder.op);
       const auto same = [&](const IsolatedError& e) {
         return e.module == rounder.module && e.op == rounder.op;
       };

@@ -174,11 +174,18 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  keep it in BF16.
   embed-bucket   embed-tcast whose index is the bucket of the cast timestep among 0..1023
                  (`torch.bucketize`), not its cast to an integer.
+  emb-drift      a pseudo-3D resnet (frames folded into the batch) whose time embedding
+                 is projected by denoiser.block.emb_proj, a Linear whose bias adds 64,
+                 repeated per frame (repeat_interleave) and added before a GroupNorm: the
+                 Linear's output rounded to BF16 or FP16 is what the norm returns. With
+                 the norm, the add and the relay in FP32, the rounding is still the
+                 Linear's, behind the relay.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
                  to cast before freezing.
 """
+import math
 import os
 import sys
 from typing import NamedTuple
@@ -1052,6 +1059,39 @@ class LayerScaleDenoiser(TableDenoiser):
         return self.conv_out(h)
 
 
+class EmbResBlock(nn.Module):
+    """emb-drift's resnet: `h + emb_proj(e)` per frame, then GroupNorm."""
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.emb_proj = nn.Linear(8, 8)
+        self.norm = nn.GroupNorm(2, 8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        with torch.no_grad():
+            self.emb_proj.bias.add_(64.0)
+
+    def forward(self, x, e, frames: int):
+        h = self.conv1(x) + self.emb_proj(e).repeat_interleave(frames, dim=0)[:, :, None, None]
+        return x + self.conv2(torch.nn.functional.silu(self.norm(h)))
+
+
+class EmbDriftDenoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = nn.Conv2d(4, 8, 3, padding=1)
+        self.block = EmbResBlock()
+        self.conv_out = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x, t, cond):
+        b, c, f, hh, ww = x.shape
+        frames = x.permute(0, 2, 1, 3, 4).reshape(b * f, c, hh, ww)
+        freqs = torch.exp(torch.arange(4, dtype=torch.float32) * (-math.log(1000.0) / 4.0))
+        args = t.float()[:, None] * freqs[None, :]
+        e = torch.cat([torch.cos(args), torch.sin(args)], dim=1).to(x.dtype)
+        out = self.conv_out(self.block(self.conv_in(frames), e, f))
+        return out.reshape(b, f, c, hh, ww).permute(0, 2, 1, 3, 4)
+
+
 class RootBlendDecoder(Decoder):
     """BlendDecoder's blend written in the decoder's own forward, its weight a parameter
     of the decoder itself."""
@@ -1204,6 +1244,7 @@ PACKAGES = [
     (3, "embed-twin", lambda: EmbedTimestepDenoiser(False), {}),
     (3, "embed-bucket", lambda: EmbedTimestepDenoiser(True, bucket=True), {}),
     (3, "layer-scale", LayerScaleDenoiser, {}),
+    (3, "emb-drift", EmbDriftDenoiser, {}),
     (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
 

@@ -64,7 +64,8 @@ def packages(tmp_path_factory):
                  "tcast-twin", "blend-heavy", "blend-heavy-twin", "pos-cast", "pos-twin", "root-drift", "root-drift-twin",
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
                  "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor",
-                 "stream-drift", "embed-tcast", "root-embed-tcast", "embed-twin", "embed-bucket", "layer-scale"):
+                 "stream-drift", "embed-tcast", "root-embed-tcast", "embed-twin", "embed-bucket", "layer-scale",
+                 "emb-drift"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -371,6 +372,31 @@ def test_advise_runs_its_islands_at_other_seeds_and_grows_where_they_fail(packag
     assert advice["verified"] is False
     assert advice["note"].startswith("the islands pass at seed 0 but do not hold at seed 1: FAIL ("), advice["note"]
     assert "the islands are not verified (exit 1)" in r.stdout
+
+
+def test_advise_keeps_the_linear_behind_a_relay_whose_rounding_a_norm_in_fp32_returns(packages, tmp_path):
+    """emb-drift under fp8e5m2-bf16: with the GroupNorm, its add and the repeat_interleave
+    that relays the time embedding in FP32, the norm still returns the BF16 rounding of the
+    Linear's +64. The shadow followed the rounding up to the first FP32 op and stopped at
+    the relay: those three ops passed at seed 0 by a hair and failed at seed 1, and the
+    advice was unverified (exit 1); grown from seed 1 (blind round 7's pseudo-3D UNet),
+    the norm's module and then every conv feeding it joined, 11.7% of the weights for a
+    1.8% Linear. Now the search walks through FP32 ops to the Linear, which is named
+    where the error is made and joins: the islands hold at seeds 0 and 1 and keep the
+    Linear's share alone."""
+    package, golden_dir = packages / "emb-drift", tmp_path / "goldens"
+    for seed in (0, 1):
+        r = run("golden", "make", "--model", package, "--seed", seed, "--golden-dir", golden_dir)
+        assert r.returncode == 0, r.stderr
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", package, "--policy", "fp8e5m2-bf16", "--golden-dir", golden_dir, "--json", out)
+    advice = json.loads(out.read_text())
+    assert r.returncode == 0 and advice["verified"] is True, r.stdout
+    assert "denoiser.block.emb_proj" in advice["islands"], advice["runs"]
+    assert not any(i.startswith(("denoiser.block.conv", "denoiser.conv")) for i in advice["islands"]), advice["islands"]
+    made_in = [run_["reason"] for run_ in advice["runs"] if run_["reason"].startswith("error made in")]
+    assert made_in and "denoiser.block.emb_proj" in made_in[0], advice["runs"]
+    assert advice["fp32_weight_fraction"] < 0.05, advice["fp32_weight_fraction"]  # the Linear's 3.9%
 
 
 @pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
