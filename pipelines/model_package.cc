@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include <c10/core/GradMode.h>
 #include <toml++/toml.h>
 #include <torch/script.h>
 
@@ -138,6 +139,7 @@ class TorchScriptModel : public VideoModel {
   at::Tensor Forward(InstrumentedModule& m, const std::vector<at::Tensor>& inputs) {
     active_ = &m;
     m.instrumentation->ResetStack();
+    const c10::NoGradGuard no_grad;  // parameters require grad (LoadInstrumented)
     const ScopedPlainGraphExecution plain;
     IslandObserver islands(observer_.policy(), observer_, watch_, step_);  // op_islands.h
     const GraphInstrumentation::ActiveScope scope(*m.instrumentation, ShadowOrSelf(islands, step_));
@@ -171,8 +173,15 @@ StatusOr<InstrumentedModule> LoadInstrumented(const std::string& dir, const std:
     module.eval();
     // Floating parameters and buffers only, as Python's Module.to(dtype): LibTorch's
     // Module::to(dtype) converts integer buffers too (a Swin relative-position index).
+    // Every floating parameter is marked as one (requires_grad, as a module saved from
+    // Python holds it unless the user turned it off): the shadow tells a parameter from an
+    // activation by it (module_shadow.h), whatever the flag the package was saved with.
+    // Forward runs without autograd.
     for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-      if (p.value.is_floating_point()) p.value.set_data(p.value.to(at::kFloat));
+      if (p.value.is_floating_point()) {
+        p.value.set_data(p.value.to(at::kFloat));
+        p.value.requires_grad_(true);
+      }
     }
     for (const auto& b : module.named_buffers(/*recurse=*/true)) {
       if (b.value.is_floating_point()) b.value.set_data(b.value.to(at::kFloat));
