@@ -914,6 +914,12 @@ def test_an_fp8_policy_may_store_only_linear_and_conv_weights_in_fp8(packages, t
     every, linear_conv = json.loads(out.read_text())["cells"]
     assert every["status"] == "FAIL", every
     assert every["reason"].startswith("FP8 storage cannot hold weights: denoiser.gamma reaches only 0.001"), every
+    # The package is saved with requires_grad off; gamma is still a stored weight to the
+    # shadow, which feeds the mul gamma as E4M3 holds it: the mul makes the error (it was
+    # fed gamma's FP32 value, 1x its precision).
+    producer = every["producer"]
+    assert (producer["module"], producer["op"]) == ("denoiser", "aten::mul"), producer
+    assert producer["isolated_error"] > 4 * producer["predicted_error"], producer
     assert linear_conv["status"] == "PASS", linear_conv
     assert linear_conv["judged_by"].startswith("profile fp8e4m3-bf16;"), linear_conv["judged_by"]
     assert linear_conv["metrics"]["rel_l2"] < 0.8 * every["metrics"]["rel_l2"], (linear_conv, every)
