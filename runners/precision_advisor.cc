@@ -53,7 +53,12 @@ Culprit CulpritOf(const CellResult& r) {
     return {ModuleOfIslandEntry(origin), OpOfIslandEntry(origin)};
   }
   if (r.status == CellStatus::kError) return {r.error_module, r.error_op};
-  if (r.first_nonfinite.found) return {r.first_nonfinite.module, r.first_nonfinite.op};
+  // Finite frames (FAIL, BROKEN_FRAMES) that a value went non-finite on the way to (a
+  // PixelNorm's x^2 overflowed and its rsqrt made 0): the producer, when it names a cause,
+  // says which op's error made them; the first NaN/Inf may have done no harm (measured: a
+  // residual branch's norm, where the frames were the output norm's).
+  const bool finite_failure = r.status != CellStatus::kNonfinite && NamesACause(r.producer);
+  if (r.first_nonfinite.found && !finite_failure) return {r.first_nonfinite.module, r.first_nonfinite.op};
   if (r.producer.found) return {r.producer.module, r.producer.op};
   return {};
 }

@@ -180,6 +180,11 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  Linear's output rounded to BF16 or FP16 is what the norm returns. With
                  the norm, the add and the relay in FP32, the rounding is still the
                  Linear's, behind the relay.
+  pixnorm-overflow  an LTX-like decoder: a 1x1 up-conv whose weights are x256, a
+                 residual block of PixelNorms (`x * rsqrt(mean(x^2))`) and a PixelNorm
+                 before conv_out. Under FP16, x^2 overflows in decoder.res.norm1 first:
+                 its rsqrt makes 0 and only the residual branch is lost, as the large x
+                 passes the residual; the frames are broken by norm_out's overflow.
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -1092,6 +1097,41 @@ class EmbDriftDenoiser(nn.Module):
         return out.reshape(b, f, c, hh, ww).permute(0, 2, 1, 3, 4)
 
 
+class PixelNorm(nn.Module):
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-8)
+
+
+class PixelRes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm1 = PixelNorm()
+        self.conv1 = nn.Conv3d(8, 8, 3, padding=1)
+        self.norm2 = PixelNorm()
+        self.conv2 = nn.Conv3d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        h = self.conv1(torch.nn.functional.silu(self.norm1(x)))
+        return x + self.conv2(torch.nn.functional.silu(self.norm2(h)))
+
+
+class PixelNormDecoder(nn.Module):
+    """pixnorm-overflow's decoder."""
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Conv3d(4, 8, 1)
+        self.res = PixelRes()
+        self.norm_out = PixelNorm()
+        self.conv = nn.Conv3d(8, 3, 3, padding=1)
+        with torch.no_grad():
+            self.up.weight.mul_(256.0)
+            self.up.bias.mul_(256.0)
+
+    def forward(self, z):
+        h = self.up(torch.nn.functional.interpolate(z, scale_factor=(1.0, 2.0, 2.0), mode="nearest"))
+        return torch.tanh(self.conv(torch.nn.functional.silu(self.norm_out(self.res(h)))))
+
+
 class RootBlendDecoder(Decoder):
     """BlendDecoder's blend written in the decoder's own forward, its weight a parameter
     of the decoder itself."""
@@ -1245,6 +1285,7 @@ PACKAGES = [
     (3, "embed-bucket", lambda: EmbedTimestepDenoiser(True, bucket=True), {}),
     (3, "layer-scale", LayerScaleDenoiser, {}),
     (3, "emb-drift", EmbDriftDenoiser, {}),
+    (3, "pixnorm-overflow", lambda: TableDenoiser(plain=False), dict(decoder_class=PixelNormDecoder)),
     (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
 

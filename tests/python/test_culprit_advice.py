@@ -65,7 +65,7 @@ def packages(tmp_path_factory):
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
                  "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor",
                  "stream-drift", "embed-tcast", "root-embed-tcast", "embed-twin", "embed-bucket", "layer-scale",
-                 "emb-drift"):
+                 "emb-drift", "pixnorm-overflow"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -398,6 +398,25 @@ def test_advise_keeps_the_linear_behind_a_relay_whose_rounding_a_norm_in_fp32_re
     made_in = [run_["reason"] for run_ in advice["runs"] if run_["reason"].startswith("error made in")]
     assert made_in and "denoiser.block.emb_proj" in made_in[0], advice["runs"]
     assert advice["fp32_weight_fraction"] < 0.05, advice["fp32_weight_fraction"]  # the Linear's 3.9%
+
+
+def test_advise_starts_broken_frames_from_the_op_that_broke_them_not_the_first_inf(packages, tmp_path):
+    """pixnorm-overflow under fp16-emulated: the first Inf is the residual block's PixelNorm
+    (its x^2), which only zeroes a branch; the frames are broken (uniform) by norm_out's.
+    The cell names norm_out as where the error is made. advise started from the first Inf:
+    norm1, then the up-conv and the upsample, never norm_out, and ended with the whole
+    model (a blind round's LTX-like VAE, exit 1). It now starts from the op the cell
+    names, whose module passes at seeds 0 and 1 with no weights kept."""
+    package, golden_dir = packages / "pixnorm-overflow", tmp_path / "goldens"
+    for seed in (0, 1):
+        r = run("golden", "make", "--model", package, "--seed", seed, "--golden-dir", golden_dir)
+        assert r.returncode == 0, r.stderr
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", package, "--policy", "fp16-emulated", "--golden-dir", golden_dir, "--json", out)
+    advice = json.loads(out.read_text())
+    assert r.returncode == 0 and advice["verified"] is True, r.stdout
+    assert advice["status_before"] == "BROKEN_FRAMES" and advice["islands"] == ["decoder.norm_out"], advice["runs"]
+    assert advice["culprit"] == "decoder.norm_out (aten::pow)", advice["culprit"]
 
 
 @pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
