@@ -52,6 +52,18 @@ def passing_advice(packages, tmp_path, name, policy):
     return json.loads(out.read_text())
 
 
+def advice_with_goldens_at_seeds_0_and_1(packages, tmp_path, name, policy):
+    """`advise` on package `name` under `policy` with goldens at seeds 0 and 1 (its islands
+    are verified at seed 1): the finished process and its JSON."""
+    golden_dir = tmp_path / "goldens"
+    for seed in (0, 1):
+        r = run("golden", "make", "--model", packages / name, "--seed", seed, "--golden-dir", golden_dir)
+        assert r.returncode == 0, r.stderr
+    out = tmp_path / "advice.json"
+    r = run("advise", "--model", packages / name, "--policy", policy, "--golden-dir", golden_dir, "--json", out)
+    return r, json.loads(out.read_text())
+
+
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory):
     root = tmp_path_factory.mktemp("culprits")
@@ -385,13 +397,7 @@ def test_advise_keeps_the_linear_behind_a_relay_whose_rounding_a_norm_in_fp32_re
     1.8% Linear. Now the search walks through FP32 ops to the Linear, which is named
     where the error is made and joins: the islands hold at seeds 0 and 1 and keep the
     Linear's share alone."""
-    package, golden_dir = packages / "emb-drift", tmp_path / "goldens"
-    for seed in (0, 1):
-        r = run("golden", "make", "--model", package, "--seed", seed, "--golden-dir", golden_dir)
-        assert r.returncode == 0, r.stderr
-    out = tmp_path / "advice.json"
-    r = run("advise", "--model", package, "--policy", "fp8e5m2-bf16", "--golden-dir", golden_dir, "--json", out)
-    advice = json.loads(out.read_text())
+    r, advice = advice_with_goldens_at_seeds_0_and_1(packages, tmp_path, "emb-drift", "fp8e5m2-bf16")
     assert r.returncode == 0 and advice["verified"] is True, r.stdout
     assert "denoiser.block.emb_proj" in advice["islands"], advice["runs"]
     assert not any(i.startswith(("denoiser.block.conv", "denoiser.conv")) for i in advice["islands"]), advice["islands"]
@@ -407,13 +413,7 @@ def test_advise_starts_broken_frames_from_the_op_that_broke_them_not_the_first_i
     norm1, then the up-conv and the upsample, never norm_out, and ended with the whole
     model (a blind round's LTX-like VAE, exit 1). It now starts from the op the cell
     names, whose module passes at seeds 0 and 1 with no weights kept."""
-    package, golden_dir = packages / "pixnorm-overflow", tmp_path / "goldens"
-    for seed in (0, 1):
-        r = run("golden", "make", "--model", package, "--seed", seed, "--golden-dir", golden_dir)
-        assert r.returncode == 0, r.stderr
-    out = tmp_path / "advice.json"
-    r = run("advise", "--model", package, "--policy", "fp16-emulated", "--golden-dir", golden_dir, "--json", out)
-    advice = json.loads(out.read_text())
+    r, advice = advice_with_goldens_at_seeds_0_and_1(packages, tmp_path, "pixnorm-overflow", "fp16-emulated")
     assert r.returncode == 0 and advice["verified"] is True, r.stdout
     assert advice["status_before"] == "BROKEN_FRAMES" and advice["islands"] == ["decoder.norm_out"], advice["runs"]
     assert advice["culprit"] == "decoder.norm_out (aten::pow)", advice["culprit"]
