@@ -211,9 +211,10 @@ class ModuleShadow : public GraphObserver {
     // the ones that made the inputs of the FP32 op fed the rounding; then up their makers
     // outside FP32 while each rounds at the offset's scale, and through the FP32 ops among
     // them (at most 8 sites): in `norm(h + 0.2 * conv(h))` with the add kept, the mul and
-    // the conv whose bias makes the offset; with a relay kept too (`h +
-    // proj(e).repeat_interleave(f)`), the linear behind it. Each as a cause: its error what the norm returns
-    // of its rounding (relative), predicted the compute's unit roundoff, and itself the offset's maker.
+    // the conv whose bias makes the offset; with a relay kept too
+    // (`h + proj(e).repeat_interleave(f)`), the linear behind it. Each as a cause: its
+    // error what the norm returns of its rounding (relative), predicted the compute's unit
+    // roundoff, and itself the offset's maker.
     std::vector<IsolatedError> rounded_by;
   };
   RoundedNorm RoundedCancellingNorm() const;

@@ -142,34 +142,38 @@ std::string Wider(const std::string& island) {
   return parent == "*" ? "" : parent;
 }
 
-// The ops that made the inputs of `failed`'s islands (CellResult::island_input_makers) and
-// are not islands yet, each as IslandFor takes it: an op on its module's own weights (a
-// conv whose bias carries an offset) as that module, whose weights then stay FP32 too;
-// any other as an op island, which hands its output to the island unrounded
-// (op_islands.h), where a module island takes the value as it was made.
-Islands NewInputMakers(const DtypePolicy& base, const Islands& islands, const CellResult& failed,
-                       const std::vector<WeightSize>& weights) {
+// Each of `sites` that `islands` do not cover yet, once, as IslandFor takes it: an op on
+// its module's own weights (a conv whose bias carries an offset) as that module, whose
+// weights then stay FP32 too; any other as an op island, which hands its output to the
+// island unrounded (op_islands.h), where a module island takes the value as it was made.
+Islands UncoveredIslands(const DtypePolicy& base, const Islands& islands, const std::vector<Culprit>& sites,
+                         const std::vector<WeightSize>& weights) {
   Islands out;
-  for (const std::string& entry : failed.island_input_makers) {
-    const Culprit op{ModuleOfIslandEntry(entry), OpOfIslandEntry(entry)};
-    const std::string island = IslandFor(op, weights);
-    if (!Contains(islands, entry) && !Covers(base, islands, op) && !Contains(out, island))
-      out.push_back(island);
-  }
-  return out;
-}
-
-// The ops that rounded the offset a norm in FP32 still cancels (ErrorProducer::
-// offset_rounded_by) and are not islands yet, each as IslandFor takes it.
-Islands UncoveredOffsetRounders(const DtypePolicy& base, const Islands& islands, const CellResult& failed,
-                                const std::vector<WeightSize>& weights) {
-  Islands out;
-  for (const auto& [module, op] : failed.producer.offset_rounded_by) {
-    const Culprit site{module, op};
+  for (const Culprit& site : sites) {
     const std::string island = IslandFor(site, weights);
     if (!Covers(base, islands, site) && !Contains(out, island)) out.push_back(island);
   }
   return out;
+}
+
+// The ops that made the inputs of `failed`'s islands (CellResult::island_input_makers)
+// and are not islands yet (UncoveredIslands).
+Islands NewInputMakers(const DtypePolicy& base, const Islands& islands, const CellResult& failed,
+                       const std::vector<WeightSize>& weights) {
+  std::vector<Culprit> makers;
+  for (const std::string& entry : failed.island_input_makers) {
+    if (!Contains(islands, entry)) makers.push_back({ModuleOfIslandEntry(entry), OpOfIslandEntry(entry)});
+  }
+  return UncoveredIslands(base, islands, makers, weights);
+}
+
+// The ops that rounded the offset a norm in FP32 still cancels (ErrorProducer::
+// offset_rounded_by) and are not islands yet (UncoveredIslands).
+Islands UncoveredOffsetRounders(const DtypePolicy& base, const Islands& islands, const CellResult& failed,
+                                const std::vector<WeightSize>& weights) {
+  std::vector<Culprit> rounders;
+  for (const auto& [module, op] : failed.producer.offset_rounded_by) rounders.push_back({module, op});
+  return UncoveredIslands(base, islands, rounders, weights);
 }
 
 // Drops every island another one covers ("a.b.c" under "a.b"; "a.b:aten::mm" under "a.b" or "a.b:*").
