@@ -6,11 +6,7 @@ namespace framegate {
 namespace {
 
 std::string NonfiniteReason(const FrameHealth& h, const FirstNonfinite& first) {
-  if (first.found) {
-    const std::string kind = first.count.nan > 0 ? "NaN" : "Inf";
-    return kind + " at " + (first.step < 0 ? std::string("decode") : "step " + std::to_string(first.step)) +
-           " in " + first.module + (first.op.empty() ? "" : " (" + first.op + ")");
-  }
+  if (first.found) return first.Describe();
   if (h.first_nonfinite_step >= 0) {
     const NonfiniteCount& c = h.step_latents[h.first_nonfinite_step];
     return std::string(c.nan > 0 ? "NaN" : "Inf") + " in the latents after step " +

@@ -121,6 +121,11 @@ int RunCheck(const CheckOptions& o) {
       failed = true;
       if (result->producer.attempted())
         std::fprintf(text, "              error made in: %s\n", result->producer.Describe().c_str());
+      if (result->status != CellStatus::kNonfinite && result->first_nonfinite.found) {
+        const std::string absorbed = result->first_nonfinite.Describe();
+        std::fprintf(text, "              non-finite on the way, absorbed before the frames: %s\n",
+                     absorbed.c_str());
+      }
       std::fprintf(text, "              reproduce: %s\n", result->repro.c_str());
     }
     std::fflush(text);

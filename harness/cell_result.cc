@@ -34,6 +34,12 @@ const char* FrameDefectName(FrameDefect defect) {
   return "none";
 }
 
+std::string FirstNonfinite::Describe() const {
+  return std::string(count.nan > 0 ? "NaN" : "Inf") + " at " +
+         (step < 0 ? std::string("decode") : "step " + std::to_string(step)) + " in " + module +
+         (op.empty() ? "" : " (" + op + ")");
+}
+
 std::string ErrorProducer::Describe() const {
   if (!found) return note;
   char numbers[160];

@@ -64,6 +64,9 @@ struct FirstNonfinite {
   // when ops are watched (model packages); "" when the module's output was.
   std::string op;
   NonfiniteCount count;
+
+  // "NaN at step 2 in denoiser.blocks.0.attn (aten::softmax)", "Inf at decode in ...".
+  std::string Describe() const;
 };
 
 // Where a finite failure's error is made (FAIL, BROKEN_FRAMES): the op whose isolated

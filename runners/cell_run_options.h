@@ -48,6 +48,11 @@ struct CellRunOptions {
   // its islands so, since islands that pass just inside that share at one seed FAIL past
   // it at the next.
   bool made_in_at_any_share = false;
+  // A FAIL or BROKEN_FRAMES cell whose latents and frames stayed finite is run once more,
+  // watched, for a NaN/Inf a later op absorbed (a norm's x^2 past FP16's range, then
+  // rsqrt(inf) = 0): CellResult::first_nonfinite names it. `advise` turns it off for its
+  // island runs (its own run has the probes, which see it).
+  bool localise_absorbed_nonfinite = true;
   // Models and goldens kept across cells; null: a cache for this cell only (its warmup,
   // repeats and reruns still share one model).
   CellRunCache* cache = nullptr;

@@ -739,6 +739,19 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     const Status ran = run_fp32_watched();
     if (!ran.ok()) return ran;
   }
+  // The run once more with every module output watched: the first NaN/Inf that the FP32
+  // run does not make too (same inputs, same result on the CPU).
+  const auto localise_nonfinite = [&]() -> Status {
+    NumericProbes localise(/*ranges=*/false);
+    if (!is_fp32) {
+      if (!options.probes) FG_RETURN_IF_ERROR(run_fp32_watched());
+      localise.ExcuseNonfiniteOf(&fp32_outputs);
+    }
+    StatusOr<PipelineOutcome> again = RunPipeline(spec, watch(localise), nullptr, models);
+    if (!again.ok()) return again.status();
+    result.first_nonfinite = localise.first_nonfinite();
+    return Status::Ok();
+  };
   std::vector<NonfiniteCount> step_counts;
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
     step_counts.push_back(CountNonfinite(latents));
@@ -803,19 +816,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     // latents and frames stay finite: measured, it made `advise` name an Open-Sora-like
     // cross-attention's masked_fill as the culprit of a drift in another block.
     if (run_nonfinite || !probes.OnlyExcusedNonfinite()) result.first_nonfinite = probes.first_nonfinite();
-    if (!result.first_nonfinite.found && run_nonfinite) {
-      NumericProbes localise(/*ranges=*/false);  // same inputs, same result on the CPU
-      if (!is_fp32) {
-        if (!options.probes) {
-          const Status ran = run_fp32_watched();
-          if (!ran.ok()) return ran;
-        }
-        localise.ExcuseNonfiniteOf(&fp32_outputs);
-      }
-      StatusOr<PipelineOutcome> again = RunPipeline(spec, watch(localise), nullptr, models);
-      if (!again.ok()) return again.status();
-      result.first_nonfinite = localise.first_nonfinite();
-    }
+    if (!result.first_nonfinite.found && run_nonfinite) FG_RETURN_IF_ERROR(localise_nonfinite());
     result.probes = probes.LeastHeadroom(static_cast<size_t>(options.probe_count));
     if (golden->golden) {
       result.metrics = Compare(*golden->golden, r);
@@ -948,6 +949,14 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
                             compute_part_failed ? &bound->compute_part->reference : nullptr);
     if (!located.ok()) return located.status();
     result.producer = *located;
+  }
+  // Finite frames that a value went non-finite on the way to: where (with the probes,
+  // the judged run was watched already).
+  const bool finite_failure =
+      result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames;
+  if (finite_failure && outcome->kind == RunEnd::kFinished && !options.probes &&
+      options.localise_absorbed_nonfinite && !result.first_nonfinite.found) {
+    FG_RETURN_IF_ERROR(localise_nonfinite());
   }
   if (result.status == CellStatus::kError) {
     result.error_module = in.error.module;

@@ -266,6 +266,7 @@ class Search {
     // 0.24 of its bound, and FAILed as made in the decoder's ops at three seeds of five.
     CellRunOptions run = options_.run;
     run.made_in_at_any_share = headroom_bits == 0;
+    run.localise_absorbed_nonfinite = false;  // the search compares producers, not this
     StatusOr<CellResult> r = RunCell(candidate, run);
     if (!r.ok()) return r.status();
     if (headroom_bits > 0) {

@@ -419,6 +419,28 @@ def test_advise_starts_broken_frames_from_the_op_that_broke_them_not_the_first_i
     assert advice["culprit"] == "decoder.norm_out (aten::pow)", advice["culprit"]
 
 
+def test_a_finite_failure_names_the_nonfinite_value_a_later_op_absorbed(packages, tmp_path):
+    """pixnorm-overflow under fp16-emulated: norm1's x^2 overflows, its rsqrt makes 0, and
+    the frames stay finite (BROKEN_FRAMES, not NONFINITE). check says where a value first
+    went non-finite without --probes; before, only a run with --probes watched for it, and
+    a blind round's LTX-like VAE named norm_out alone, outside the up-block."""
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "pixnorm-overflow", "--policy", "fp32,fp16-emulated", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    cells = {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
+    assert cells["fp32"]["first_nonfinite"] == {"found": False}
+    cell = cells["fp16-emulated"]
+    assert cell["status"] == "BROKEN_FRAMES", cell["reason"]
+    assert cell["health"]["decoded"] == {"inf": 0, "nan": 0}
+    first = cell["first_nonfinite"]
+    assert first["found"] and (first["module"], first["op"], first["step"]) == ("decoder.res.norm1", "aten::pow", -1)
+    assert first["inf"] > 0 and first["nan"] == 0, first
+    assert cell["producer"]["module"] == "decoder.norm_out", cell["producer"]
+    assert ("non-finite on the way, absorbed before the frames: Inf at decode in decoder.res.norm1 (aten::pow)"
+            in r.stdout), r.stdout
+
+
 @pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
 def test_an_offset_carried_along_a_residual_stream_is_named_where_it_is_made(packages, tmp_path, policy):
     """stream-drift: a patch embedding's bias adds 1024 to a residual stream of two
