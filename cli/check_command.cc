@@ -121,7 +121,8 @@ int RunCheck(const CheckOptions& o) {
       failed = true;
       if (result->producer.attempted())
         std::fprintf(text, "              error made in: %s\n", result->producer.Describe().c_str());
-      if (result->status != CellStatus::kNonfinite && result->first_nonfinite.found) {
+      if (result->status != CellStatus::kNonfinite && result->first_nonfinite.found &&
+          !result->failed_fp16_headroom) {
         const std::string absorbed = result->first_nonfinite.Describe();
         std::fprintf(text, "              non-finite on the way, absorbed before the frames: %s\n",
                      absorbed.c_str());

@@ -229,6 +229,10 @@ struct CellResult {
   // weights computed in the policy's dtype against the same computed in FP32), which
   // `compute_metrics` measured. For the advisor; not written to JSON or the store.
   bool made_in_compute_part = false;
+  // FAIL because the run held a value within 1 bit of FP16's largest and a run with FP16's
+  // range 1 bit smaller did not pass (runners/cell_runner.cc); first_nonfinite is that
+  // run's. For the advisor; not written to JSON or the store (the reason says it).
+  bool failed_fp16_headroom = false;
   std::optional<ComparisonMetrics> compute_metrics;  // when the compute part was judged
   std::optional<Advice> advice;                      // when `framegate advise` ran on this cell
   std::vector<StepReplay> replays;                   // `check --replay`: one per repeat

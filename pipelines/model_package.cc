@@ -85,6 +85,7 @@ class TorchScriptModel : public VideoModel {
   }
   void SetMismatchLog(std::vector<DtypeMismatch>* log) override { observer_.set_mismatch_log(log); }
   std::vector<std::string> TakeIslandInputMakers() override { return observer_.TakeIslandInputMakers(); }
+  double TakeLargestFp16Magnitude() override { return observer_.TakeLargestFp16Magnitude(); }
   std::string WeightsOutOfFp8Range() const override {
     std::string text;
     for (const InstrumentedModule* m : {&denoiser_, &decoder_}) {

@@ -117,11 +117,24 @@ at::Tensor PackageObserver::Emulate(const at::Tensor& out, c10::ScalarType dtype
   at::Tensor value = out;
   if (dtype == at::kHalf) {
     value = RoundAsEmulatedFp16(out, policy_);
+    NoteFp16Magnitude(value);
   } else if (conversion && would_be_.Of(out) != dtype) {
     value = out.clone();  // x.float() of an FP16 x: a new float32 tensor, x stays FP16
   }
   would_be_.Set(value, dtype);
   return value;
+}
+
+void PackageObserver::NoteFp16Magnitude(const at::Tensor& rounded) {
+  constexpr double kHalfOfFp16Max = 65504.0 / 2;
+  if (largest_fp16_magnitude_ > kHalfOfFp16Max || rounded.numel() == 0) return;
+  auto [lowest, highest] = at::aminmax(rounded);
+  double largest = std::max(-lowest.item<double>(), highest.item<double>());
+  if (!std::isfinite(largest)) {  // an Inf or NaN (a -inf mask): the finite values' largest
+    const at::Tensor finite = rounded.masked_select(at::isfinite(rounded));
+    largest = finite.numel() == 0 ? 0.0 : finite.abs().max().item<double>();
+  }
+  if (largest > kHalfOfFp16Max) largest_fp16_magnitude_ = largest;
 }
 
 void PackageObserver::NoteFloat32Operand(const GraphSite& site, int input_index, const at::Tensor& value) {
@@ -240,6 +253,7 @@ at::Tensor PackageObserver::After(const std::string& path, const GraphSite& site
   if (site.kind == GraphSite::Kind::kOp && site.in_place && policy_.emulate_fp16 && !in_island &&
       IsFloat32(value) && RunDtypeOf(value) == would_be_.reduced()) {
     value.copy_(RoundAsEmulatedFp16(value, policy_));
+    NoteFp16Magnitude(value);
   } else if (site.kind == GraphSite::Kind::kOp && !site.in_place) {
     if (widening_.site == &site) {
       if (widening_.widened && IsFloat32(out)) out = out.to(accumulation_.widened);

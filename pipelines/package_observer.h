@@ -33,6 +33,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipelines/accumulation_emulation.h"
@@ -77,6 +78,10 @@ class PackageObserver : public GraphObserver {
   // call; then forgets them. An island that takes its input rounded where it was made (an
   // offset added before a norm) needs that op in FP32 with it.
   std::vector<std::string> TakeIslandInputMakers() { return std::move(island_input_makers_); }
+  // Under FP16 emulation: the largest finite |value| held in FP16 since the last call (the
+  // cell's headroom check, runners/cell_runner.cc), once it is past half FP16's largest
+  // (65504 / 2); 0 below that. Then forgets it.
+  double TakeLargestFp16Magnitude() { return std::exchange(largest_fp16_magnitude_, 0.0); }
   // Where the float32 operand of the op running now (the one that raised, when a run
   // raised) became float32 under a reduced policy: the op outside the islands that made it
   // float32 from no float32 input (a `.to(torch.float32)`, `torch.zeros`, an arange cast
@@ -144,6 +149,9 @@ class PackageObserver : public GraphObserver {
   // Under FP16 emulation: `out` as the value a real run holds after a node whose output
   // would be `dtype` (rounded through FP16, or a copy kept exact), recorded as that.
   at::Tensor Emulate(const at::Tensor& out, c10::ScalarType dtype, bool conversion);
+  // Notes the largest finite |value| of `rounded` (held in FP16) while none past half
+  // FP16's largest has been seen (one reduction per op output until then).
+  void NoteFp16Magnitude(const at::Tensor& rounded);
 
   // The operands of the matmul-like op that is running, for its emulated recomputation.
   struct MatmulOperands {
@@ -188,6 +196,7 @@ class PackageObserver : public GraphObserver {
   StorageMap<std::string> makers_;
   std::string copy_maker_;  // the maker of the running copying view's input
   std::vector<std::string> island_input_makers_;
+  double largest_fp16_magnitude_ = 0;  // TakeLargestFp16Magnitude
 
   // Where each float32 value of a reduced-precision run became float32 ("denoiser:aten::to"),
   // for Float32OperandOrigin: noted per op input, kept per op output.

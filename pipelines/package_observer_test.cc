@@ -82,6 +82,25 @@ struct Emulated {
   }
 };
 
+// The largest finite value held in FP16 is reported once past 65504 / 2 (the cell's
+// headroom check), whatever a -inf mask beside it holds; a float32-only value is not
+// held in FP16, and taking the value forgets it.
+TEST(PackageObserverTest, Fp16EmulationReportsTheLargestFiniteValueHeldInFp16PastHalfItsRange) {
+  Emulated m(R"JIT(
+def forward(self, x, t):
+    big = x * 40000.0
+    masked = big.masked_fill(x < 0.0, float("-inf"))
+    exact = t.float() * 60000.0
+    return masked + 0.0 * exact.sum()
+)JIT");
+  const at::Tensor x = torch::tensor({0.5f, -1.0f, 1.0f});
+  m.Forward({x, torch::ones({1})}, /*float32_input=*/1);
+  EXPECT_EQ(m.observer.TakeLargestFp16Magnitude(), 40000.0);  // 40000 is an FP16 value
+  EXPECT_EQ(m.observer.TakeLargestFp16Magnitude(), 0.0);
+  m.Forward({x * 0.5, torch::ones({1})}, /*float32_input=*/1);
+  EXPECT_EQ(m.observer.TakeLargestFp16Magnitude(), 0.0);  // 20000: 1.7 bits to spare
+}
+
 // The timestep sinusoid a real FP16 model builds in float32 (t.float(), arange) stays
 // exact; it is rounded where the model casts it to the activations' dtype.
 TEST(PackageObserverTest, Fp16EmulationKeepsFloat32OnlyValuesExact) {

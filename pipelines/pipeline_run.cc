@@ -248,6 +248,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   outcome.observed = JoinNotes(model.ObservedSummary(), numerics.recorded);
   outcome.fp8_out_of_range = model.WeightsOutOfFp8Range();
   model.TakeIslandInputMakers();  // a kept model's last run's
+  model.TakeLargestFp16Magnitude();
 
   bool threw = true;
   // A model that draws random numbers itself (noise augmentation: torch.randn in its
@@ -269,6 +270,7 @@ StatusOr<PipelineOutcome> RunPipeline(const PipelineSpec& spec, const ModuleObse
   }
   model.SetObserver(nullptr);
   outcome.island_input_makers = model.TakeIslandInputMakers();
+  outcome.largest_fp16_magnitude = model.TakeLargestFp16Magnitude();
   if (models != nullptr && !threw) models->Keep(std::move(built));
   return outcome;
 }

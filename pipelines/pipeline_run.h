@@ -51,6 +51,9 @@ struct PipelineOutcome {
   // VideoModel::TakeIslandInputMakers() of this run (finished or not).
   std::vector<std::string> island_input_makers;
   std::string fp8_out_of_range;  // VideoModel::WeightsOutOfFp8Range()
+  // VideoModel::TakeLargestFp16Magnitude() of this run: under FP16 emulation of a package,
+  // its largest finite |value| held in FP16 when past 65504 / 2; else 0.
+  double largest_fp16_magnitude = 0;
 };
 
 // Models that RunPipeline built, kept for a later run of the same model, policy, device,

@@ -52,6 +52,10 @@ class VideoModel {
   // ("decoder.out_mix:aten::add", op island entries), then forgets them; empty for models
   // without per-op hooks.
   virtual std::vector<std::string> TakeIslandInputMakers() { return {}; }
+  // Under FP16 emulation of a package: the largest finite |value| held in FP16 since the
+  // last call when past half FP16's largest, else 0 (PackageObserver); 0 for models
+  // without per-op hooks. Then forgets it.
+  virtual double TakeLargestFp16Magnitude() { return 0; }
   // The weights the policy's FP8 storage cannot hold, in words, one per tensor: saturated
   // (values beyond the format's largest, which become it: "decoder.post_quant_conv.weight
   // reaches 821 (6.6% of its values beyond 448)") or flushed (the whole tensor below the

@@ -53,6 +53,11 @@ struct CellRunOptions {
   // rsqrt(inf) = 0): CellResult::first_nonfinite names it. `advise` turns it off for its
   // island runs (its own run has the probes, which see it).
   bool localise_absorbed_nonfinite = true;
+  // A passing FP16-emulated package cell that held a value past half FP16's largest is
+  // run once more with FP16's range 1 bit smaller (DtypePolicy::fp16_headroom_bits), and
+  // FAILs unless that run passes too: other inputs may overflow. `advise` turns it off
+  // for its island runs, which it checks with 2 bits.
+  bool check_fp16_headroom = true;
   // Models and goldens kept across cells; null: a cache for this cell only (its warmup,
   // repeats and reruns still share one model).
   CellRunCache* cache = nullptr;

@@ -215,15 +215,16 @@ class Search {
            (!(observed_rel_l2_ >= 0) || RuleError(r) * RuleFactor() <= observed_rel_l2_);
   }
 
-  // An FP16 overflow (a NONFINITE cell of a package under the FP16 emulation) is cured
+  // An FP16 overflow (a NONFINITE cell of a package under the FP16 emulation, or one that
+  // FAILed as within 1 bit of FP16's range, CellResult::failed_fp16_headroom) is cured
   // only with headroom: islands whose run passes are run once more with FP16's range
   // kAdviceFp16HeadroomBits smaller (DtypePolicy::fp16_headroom_bits), and a value that
   // overflows there is a failure to grow from. An overflow cured by a hair at one seed
   // (attention logits kept in FP32 up to the softmax, which takes them just under FP16's
   // largest) comes back at the next.
   void RequireHeadroomFor(const CellResult& observed) {
-    headroom_ =
-        base_.emulate_fp16 && !cell_.spec.model_dir.empty() && observed.status == CellStatus::kNonfinite;
+    headroom_ = base_.emulate_fp16 && !cell_.spec.model_dir.empty() &&
+                (observed.status == CellStatus::kNonfinite || observed.failed_fp16_headroom);
   }
   bool requires_headroom() const { return headroom_; }
   // The islands whose run passed but overflowed with less range, when no set has passed
@@ -237,7 +238,9 @@ class Search {
     StatusOr<CellResult> r = TryOnce(islands, 0, advice);
     if (!r.ok() || !headroom_ || !Passes(*r)) return r;
     StatusOr<CellResult> tighter = TryOnce(islands, kAdviceFp16HeadroomBits, advice);
-    if (!tighter.ok() || tighter->status != CellStatus::kNonfinite) {
+    // Any other status than PASS there is the overflow's: a sum past the narrower range,
+    // then x / inf = 0, leaves finite frames that FAIL.
+    if (!tighter.ok() || tighter->status == CellStatus::kPass) {
       if (tighter.ok()) passed_without_headroom_.clear();
       return r;
     }
@@ -267,6 +270,7 @@ class Search {
     CellRunOptions run = options_.run;
     run.made_in_at_any_share = headroom_bits == 0;
     run.localise_absorbed_nonfinite = false;  // the search compares producers, not this
+    run.check_fp16_headroom = false;          // RequireHeadroomFor's check instead
     StatusOr<CellResult> r = RunCell(candidate, run);
     if (!r.ok()) return r.status();
     if (headroom_bits > 0) {

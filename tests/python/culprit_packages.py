@@ -185,6 +185,11 @@ smaller than the module where its damage shows, for tests/python/test_culprit_ad
                  before conv_out. Under FP16, x^2 overflows in decoder.res.norm1 first:
                  its rsqrt makes 0 and only the residual branch is lost, as the large x
                  passes the residual; the frames are broken by norm_out's overflow.
+  pool-exp       an attention pool over the text tokens whose softmax is written
+                 exp(s) / exp(s).sum(), no max subtracted, its logits 9.4 whatever the
+                 tokens: the sum (4 x 12088) is within 1 bit of FP16's 65504, so FP16
+                 passes on these inputs and overflows on slightly larger ones.
+  pool-exp-twin  the same with logits of 8.0 (a sum 2.5 bits below 65504).
   frozen-table   buffer-table's denoiser frozen in float32 (torch.jit.freeze): its weights
                  are tensor constants of the graph, which module.to(dtype) leaves float32,
                  so a real FP16 or BF16 run raises at its first convolution; the user has
@@ -496,6 +501,26 @@ class TableDenoiser(nn.Module):
         h = self.conv_in(x)
         h = torch.cat([h, self.pos.expand(h.shape[0], -1, -1, -1, -1)], dim=1)
         return self.conv_out(h)
+
+
+class ExpPoolDenoiser(nn.Module):
+    """pool-exp's denoiser: text tokens pooled by exp(s) / sum(exp(s)), s = `peak` plus
+    a little of each token, the pooled vector added to every position."""
+    def __init__(self, peak: float):
+        super().__init__()
+        self.conv_in = nn.Conv3d(4, 8, 1)
+        self.k = nn.Linear(8, 1)
+        self.v = nn.Linear(8, 8)
+        with torch.no_grad():
+            self.k.weight.mul_(0.01)
+            self.k.bias.fill_(peak)
+        self.conv_out = nn.Conv3d(8, 4, 1)
+
+    def forward(self, x, t, cond):
+        p = torch.exp(self.k(cond))
+        p = p / p.sum(dim=1, keepdim=True)
+        pooled = (p * self.v(cond)).sum(1)
+        return self.conv_out(self.conv_in(x) + pooled[:, :, None, None, None])
 
 
 WINDOW = torch.hann_window(8)
@@ -1286,6 +1311,8 @@ PACKAGES = [
     (3, "layer-scale", LayerScaleDenoiser, {}),
     (3, "emb-drift", EmbDriftDenoiser, {}),
     (3, "pixnorm-overflow", lambda: TableDenoiser(plain=False), dict(decoder_class=PixelNormDecoder)),
+    (3, "pool-exp", lambda: ExpPoolDenoiser(9.4), {}),
+    (3, "pool-exp-twin", lambda: ExpPoolDenoiser(8.0), {}),
     (3, "root-blend-twin", lambda: TableDenoiser(plain=False), dict(decoder_class=lambda: RootBlendDecoder(0.5, 2.0))),
 ]
 

@@ -77,7 +77,7 @@ def packages(tmp_path_factory):
                  "root-tcast", "root-tcast-twin", "root-pos", "root-pos-twin", "root-blend", "root-blend-twin",
                  "edge-logits", "root-gain-logits", "text-drift", "twin-anchor", "masked-anchor",
                  "stream-drift", "embed-tcast", "root-embed-tcast", "embed-twin", "embed-bucket", "layer-scale",
-                 "emb-drift", "pixnorm-overflow"):
+                 "emb-drift", "pixnorm-overflow", "pool-exp", "pool-exp-twin"):
         r = run("golden", "make", "--model", root / name, "--golden-dir", root / "goldens")
         assert r.returncode == 0, r.stderr
     return root
@@ -439,6 +439,41 @@ def test_a_finite_failure_names_the_nonfinite_value_a_later_op_absorbed(packages
     assert cell["producer"]["module"] == "decoder.norm_out", cell["producer"]
     assert ("non-finite on the way, absorbed before the frames: Inf at decode in decoder.res.norm1 (aten::pow)"
             in r.stdout), r.stdout
+
+
+def test_a_cell_within_1_bit_of_fp16s_range_fails_naming_where_a_smaller_range_overflows(packages, tmp_path):
+    """pool-exp: exp(s).sum() of 48352 is held in FP16 (65504) and the cell's frames are
+    right, but slightly larger logits overflow it (a blind round's attention pool passed so,
+    its exp at 40960). With FP16's range 1 bit smaller the sum overflows: the cell FAILs and
+    names it. The twin's sum, 2.5 bits below 65504, passes."""
+    out = tmp_path / "check.json"
+    r = run("check", "--model", packages / "pool-exp", "--policy", "fp32,fp16-emulated", "--golden-dir",
+            packages / "goldens", "--json", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    cells = {c["policy"]: c for c in json.loads(out.read_text())["cells"]}
+    assert cells["fp32"]["status"] == "PASS", cells["fp32"]["reason"]
+    cell = cells["fp16-emulated"]
+    assert cell["status"] == "FAIL", cell["reason"]
+    assert cell["reason"].startswith("within 1 bit of FP16's range (a value of 4"), cell["reason"]
+    assert "with FP16's range 1 bit smaller" in cell["reason"] and "other inputs may overflow" in cell["reason"]
+    first = cell["first_nonfinite"]
+    assert first["found"] and (first["module"], first["op"]) == ("denoiser", "aten::sum"), first
+    assert cell["metrics"]["min_psnr"] > 46.8  # the frames at FP16's own range are right
+    assert "absorbed before the frames" not in r.stdout
+    twin = one_cell(packages, tmp_path, "pool-exp-twin", "fp16-emulated", returncodes=(0,))
+    assert twin["status"] == "PASS", twin["reason"]
+
+
+def test_advise_cures_a_cell_within_1_bit_of_fp16s_range_with_2_bits_to_spare(packages, tmp_path):
+    """pool-exp: the sum kept in FP32 passes, but the divide takes it rounded to FP16, and
+    with FP16's range 2 bits smaller it overflows there and x / inf = 0 FAILs (before, only
+    a NONFINITE run with less range counted as an overflow, and the sum alone was the
+    advice). The divide joins; both pass with the headroom at seeds 0 and 1."""
+    r, advice = advice_with_goldens_at_seeds_0_and_1(packages, tmp_path, "pool-exp", "fp16-emulated")
+    assert r.returncode == 0 and advice["verified"] is True, r.stdout
+    assert advice["islands"] == ["denoiser:aten::div", "denoiser:aten::sum"], advice["runs"]
+    narrower = [run_ for run_ in advice["runs"] if "2 bits smaller" in run_["reason"]]
+    assert narrower[0]["status"] == "FAIL" and narrower[-1]["status"] == "PASS", advice["runs"]
 
 
 @pytest.mark.parametrize("policy", ["bf16", "fp16-emulated"])
