@@ -218,7 +218,8 @@ struct CellResult {
   // made. For the advisor; not written to JSON or the store.
   std::vector<std::string> island_input_makers;
   // ERROR dtype_mismatch: where its float32 operand became float32, as an op island entry
-  // (ClassifiedError::float32_origin). For the advisor; not written to JSON or the store.
+  // (ClassifiedError::float32_origin). In the JSON ("" when none), not in the store (the
+  // reason names it); the advisor starts there.
   std::string error_float32_origin;
   // FAIL "error made in ..." (a few small modules make the error of a cell within its
   // bound): the islands whose FP32 run left at most half of its error. A run with them

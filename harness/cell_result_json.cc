@@ -279,6 +279,7 @@ json CellResultToJson(const CellResult& r) {
                      {"error_class", r.error_class},
                      {"error_module", r.error_module},
                      {"error_op", r.error_op},
+                     {"error_float32_origin", r.error_float32_origin},
                      {"judged_by", r.judged_by},
                      {"metrics", r.metrics ? MetricsToJson(*r.metrics) : json(nullptr)},
                      {"health", HealthToJson(r.health)},
@@ -324,6 +325,7 @@ StatusOr<CellResult> CellResultFromJson(const json& j) {
     }
     r.error_module = j.value("error_module", "");
     r.error_op = j.value("error_op", "");
+    r.error_float32_origin = j.value("error_float32_origin", "");
     r.observed = j.value("observed", "");
     r.judged_by = j.value("judged_by", "");
     if (j.contains("producer") && !j.at("producer").is_null()) {

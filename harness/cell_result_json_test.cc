@@ -30,6 +30,7 @@ CellResult SampleResult() {
   r.probes = {{"blocks.0.ff", "float16", 70000, 0.25, 0.0, -0.1}};
   r.timings.generation_seconds = {1.0, 1.1};
   r.repro = "framegate check --policy fp16-emulated";
+  r.error_float32_origin = "denoiser.embed:aten::to";
   return r;
 }
 
@@ -44,6 +45,7 @@ TEST(CellResultJsonTest, RoundTripsEveryField) {
   EXPECT_EQ(CellResultToJson(*back), j);
   EXPECT_TRUE(std::isinf(back->metrics->video.frames[0].psnr));
   EXPECT_EQ(back->first_nonfinite.module, "blocks.0.spatial_attn.logits");
+  EXPECT_EQ(back->error_float32_origin, "denoiser.embed:aten::to");
 }
 
 TEST(CellResultJsonTest, NanPsnrIsNeverReadBackAsAPerfectScore) {

@@ -587,6 +587,8 @@ def test_a_float32_value_a_real_run_keeps_raises_its_dtype_error_under_fp16_emul
         assert (frozen_note in cell["reason"]) == (name == "frozen-table"), cell["reason"]
         if origin is not None:
             assert cell["reason"].endswith(f"; its float32 operand became float32 at {origin})"), cell["reason"]
+            module_path, _, op = origin.partition(" (")
+            assert cell["error_float32_origin"] == f"{module_path}:{op[:-1]}", cell
 
 
 def test_advise_keeps_the_op_that_raised_when_the_float32_cannot_be_handed_on(packages, tmp_path):
