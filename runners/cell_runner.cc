@@ -726,8 +726,11 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   NumericProbes fp32_outputs(/*ranges=*/false);
   const bool is_fp32 = spec.policy.name == Fp32Policy().name;
   // The same cell's FP32 run, watched: its outputs for SQNR and where it writes NaN/Inf
-  // itself (a -inf mask), which the first non-finite under the policy is not.
+  // itself (a -inf mask), which the first non-finite under the policy is not. Once a cell.
+  bool fp32_watched = false;
   const auto run_fp32_watched = [&]() -> Status {
+    if (fp32_watched) return Status::Ok();
+    fp32_watched = true;
     PipelineSpec fp32 = spec;
     fp32.policy = Fp32Policy();
     fp32_outputs.KeepNonfiniteOutputs();
@@ -744,18 +747,22 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     const Status ran = run_fp32_watched();
     if (!ran.ok()) return ran;
   }
-  // The run once more with every module output watched: the first NaN/Inf that the FP32
-  // run does not make too (same inputs, same result on the CPU).
-  const auto localise_nonfinite = [&]() -> Status {
+  // `run` (the cell's spec, or one with less FP16 range) with every module output watched:
+  // the first NaN/Inf that the FP32 run does not make too (same inputs, same result on the
+  // CPU) goes to `first`; `on_step` sees the latents.
+  const auto run_localised = [&](const PipelineSpec& run, const StepObserver& on_step,
+                                 FirstNonfinite& first) -> StatusOr<PipelineOutcome> {
     NumericProbes localise(/*ranges=*/false);
     if (!is_fp32) {
-      if (!options.probes) FG_RETURN_IF_ERROR(run_fp32_watched());
+      FG_RETURN_IF_ERROR(run_fp32_watched());
       localise.ExcuseNonfiniteOf(&fp32_outputs);
     }
-    StatusOr<PipelineOutcome> again = RunPipeline(spec, watch(localise), nullptr, models);
-    if (!again.ok()) return again.status();
-    result.first_nonfinite = localise.first_nonfinite();
-    return Status::Ok();
+    StatusOr<PipelineOutcome> again = RunPipeline(run, watch(localise), on_step, models);
+    first = localise.first_nonfinite();
+    return again;
+  };
+  const auto localise_nonfinite = [&]() -> Status {
+    return run_localised(spec, nullptr, result.first_nonfinite).status();
   };
   std::vector<NonfiniteCount> step_counts;
   const StepObserver on_step = [&](int, const at::Tensor& latents) {
@@ -928,17 +935,14 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     // these did not (an exp without max subtraction just under 65504).
     PipelineSpec narrower = spec;
     narrower.policy.fp16_headroom_bits = kVerdictFp16HeadroomBits;
-    NumericProbes localise(/*ranges=*/false);
-    if (!options.probes) FG_RETURN_IF_ERROR(run_fp32_watched());
-    localise.ExcuseNonfiniteOf(&fp32_outputs);
     std::vector<NonfiniteCount> counts;
     const StepObserver count_step = [&](int, const at::Tensor& latents) {
       counts.push_back(CountNonfinite(latents));
     };
-    StatusOr<PipelineOutcome> again = RunPipeline(narrower, watch(localise), count_step, models);
+    FirstNonfinite first;
+    StatusOr<PipelineOutcome> again = run_localised(narrower, count_step, first);
     if (!again.ok()) return again.status();
     Verdict tight{CellStatus::kError, again->kind == RunEnd::kFinished ? "" : again->error.Reason(), ""};
-    FirstNonfinite first = localise.first_nonfinite();
     if (again->kind == RunEnd::kFinished) {
       const FrameHealth health =
           AssessFrameHealth(again->result.decoded, again->result.frames, golden->golden->frames, counts);
@@ -980,6 +984,9 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
       result.error_class.clear();
     }
   }
+  // Finite frames that failed (FAIL, BROKEN_FRAMES): where the error was made is searched.
+  const bool finite_failure =
+      result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames;
   // A failure found after the compute part was judged is the compute part's: its producer
   // is searched against the compute part's reference.
   const bool compute_part_failed =
@@ -988,8 +995,7 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
     result.producer = *compute_producer;
   } else if (producer && !compute_part_failed) {
     result.producer = *producer;
-  } else if ((result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames) &&
-             !result.failed_fp16_headroom) {  // whose error, at FP16's range, passed
+  } else if (finite_failure && !result.failed_fp16_headroom) {  // whose error, at FP16's range, passed
     StatusOr<ErrorProducer> located =
         LocateErrorProducer(spec, outcome->sampler.steps, models, ProducerSearch::kProbedSteps, nullptr,
                             compute_part_failed ? &bound->compute_part->reference : nullptr);
@@ -998,8 +1004,6 @@ StatusOr<CellResult> RunCell(const ResolvedCell& resolved, const CellRunOptions&
   }
   // Finite frames that a value went non-finite on the way to: where (with the probes,
   // the judged run was watched already).
-  const bool finite_failure =
-      result.status == CellStatus::kFail || result.status == CellStatus::kBrokenFrames;
   if (finite_failure && outcome->kind == RunEnd::kFinished && !options.probes &&
       options.localise_absorbed_nonfinite && !result.first_nonfinite.found && !result.failed_fp16_headroom) {
     FG_RETURN_IF_ERROR(localise_nonfinite());
